@@ -1,0 +1,65 @@
+"""The calibrator contract shared by every method.
+
+A calibrator is a scikit-learn classifier on logits: ``fit(logits, y)`` returns self,
+``predict_proba(logits)`` returns rows on the simplex. Methods defined on probabilities
+apply the softmax themselves (``input_kind = "probabilities"``), so the conversion lives in
+one place and is never guessed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from calbench.data.dataset import check_labels, check_scores
+from calbench.errors import CalbenchError
+
+
+class Calibrator(ClassifierMixin, BaseEstimator):
+    """Base class: validates inputs once, then calls ``_fit`` / ``_predict_proba``."""
+
+    #: "logits" for maps defined on logits, "probabilities" for maps on softmax outputs.
+    input_kind = "logits"
+
+    def fit(self, logits, y):
+        """Fit the calibration map.
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+        y : array-like of shape (n_samples,)
+            Integer labels in ``0 .. n_classes - 1``.
+
+        Returns
+        -------
+        self
+        """
+        owner = f"{type(self).__name__}.fit"
+        logits = check_scores(logits, "logits", owner)
+        y = check_labels(y, "y", owner, len(logits), logits.shape[1])
+        self.n_classes_ = logits.shape[1]
+        self.classes_ = np.arange(self.n_classes_)
+        self._fit(logits, y)
+        return self
+
+    def predict_proba(self, logits) -> np.ndarray:
+        """Calibrated probabilities, ndarray of shape (n_samples, n_classes)."""
+        check_is_fitted(self, "n_classes_")
+        logits = check_scores(logits, "logits", f"{type(self).__name__}.predict_proba")
+        if logits.shape[1] != self.n_classes_:
+            raise CalbenchError(
+                f"{type(self).__name__} was fitted on {self.n_classes_} classes but got "
+                f"logits with {logits.shape[1]} columns."
+            )
+        return self._predict_proba(logits)
+
+    def predict(self, logits) -> np.ndarray:
+        """The most probable class after calibration."""
+        return self.predict_proba(logits).argmax(axis=1)
+
+    def _fit(self, logits: np.ndarray, y: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _predict_proba(self, logits: np.ndarray) -> np.ndarray:
+        raise NotImplementedError

@@ -1,0 +1,68 @@
+"""The ``calbench`` command: ``run`` (a Hydra app), ``tables``.
+
+``calbench run [OVERRIDES] [-m]`` hands everything after ``run`` to Hydra, so overrides,
+``-m`` sweeps, ``--help``, ``--cfg job`` and Hydra's errors for unknown names behave as
+Hydra users expect. User errors print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from calbench.errors import CalbenchError
+
+USAGE = """usage: calbench COMMAND [ARGS]
+
+commands:
+  run [OVERRIDES] [-m]   fit and evaluate a calibrator (Hydra app; `calbench run --help`)
+                         e.g. calbench run method=dir_odir dataset=npz dataset.path=scores.npz
+                              calbench run -m method=ts,vs,dir
+                              calbench run experiment=valk_synthetic
+  tables [OPTIONS]       write ranked tables from the results store (`calbench tables -h`)
+"""
+
+
+def fail(message: str) -> None:
+    print(f"calbench: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _run(argv: list[str]) -> None:
+    import hydra
+    from omegaconf import DictConfig
+
+    from calbench.runner.job import run_job
+
+    @hydra.main(version_base="1.3", config_path="conf", config_name="config")
+    def app(cfg: DictConfig) -> None:
+        try:
+            run_job(cfg)
+        except CalbenchError as exc:
+            # SystemExit passes through Hydra's error reporting: one line, no traceback.
+            fail(str(exc))
+
+    sys.argv = ["calbench run", *argv]
+    app()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return
+    command, rest = argv[0], argv[1:]
+    try:
+        if command == "run":
+            _run(rest)
+        elif command == "tables":
+            from calbench.tables.cli import main as tables_main
+
+            tables_main(rest)
+        else:
+            fail(f"unknown command {command!r}.\n{USAGE}")
+    except CalbenchError as exc:
+        fail(str(exc))
+
+
+if __name__ == "__main__":
+    main()

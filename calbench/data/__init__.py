@@ -1,0 +1,35 @@
+"""Data sets: the `Dataset` record and `load_dataset`, one registry of loaders by name."""
+
+from __future__ import annotations
+
+import inspect
+
+from calbench.data.dataset import Dataset
+from calbench.data.loaders import load_kull_pickle, load_npz
+from calbench.data.synthetic import SyntheticTrueMap, make_synthetic_dirichlet
+from calbench.errors import CalbenchError
+
+LOADERS = {
+    "synthetic_dirichlet": make_synthetic_dirichlet,
+    "npz": load_npz,
+    "kull_pickle": load_kull_pickle,
+}
+
+
+def load_dataset(name: str, **options) -> Dataset:
+    """Load a data set by loader name, e.g. ``load_dataset("synthetic_dirichlet", seed=0)``."""
+    if name not in LOADERS:
+        raise CalbenchError(
+            f"Unknown dataset loader {name!r}; known: {', '.join(sorted(LOADERS))}."
+        )
+    loader = LOADERS[name]
+    accepted = inspect.signature(loader).parameters
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise CalbenchError(
+            f"Dataset loader {name!r} takes no option(s) {unknown}; it takes {sorted(accepted)}."
+        )
+    return loader(**options)
+
+
+__all__ = ["Dataset", "LOADERS", "SyntheticTrueMap", "load_dataset"]

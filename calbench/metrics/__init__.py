@@ -1,0 +1,104 @@
+"""Metrics as plain functions ``f(probs, y, **options) -> float`` and a registry by name.
+
+``*_ece``, ``*_ce``, ``*_loss``, ``brier``, ``mce`` and risks: lower is better; ``accuracy``:
+higher is better. `METRICS` records, for each name, the function, what it needs besides the
+calibrated probabilities, and its direction; tables rank with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calbench.errors import CalbenchError
+from calbench.metrics.binned import classwise_ece, confidence_ece, mce
+from calbench.metrics.decision import argmax_changed, average_loss_gap, empirical_risk
+from calbench.metrics.scoring import accuracy, brier, log_loss
+from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How to call a metric: ``needs`` is one of
+    ``labels`` (probs, y), ``true_probs`` (probs, true_probs; synthetic data only),
+    ``labels_or_true`` (the exact version where the true map is known),
+    ``reference`` (probs, uncalibrated probs), ``loss`` (probs, y, loss_matrix).
+    """
+
+    function: object
+    needs: str = "labels"
+    higher_is_better: bool = False
+
+
+METRICS = {
+    "accuracy": MetricSpec(accuracy, higher_is_better=True),
+    "log_loss": MetricSpec(log_loss),
+    "brier": MetricSpec(brier),
+    "confidence_ece": MetricSpec(confidence_ece),
+    "classwise_ece": MetricSpec(classwise_ece),
+    "mce": MetricSpec(mce),
+    "true_confidence_ce": MetricSpec(true_confidence_ce, needs="true_probs"),
+    "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
+    "average_loss_gap": MetricSpec(average_loss_gap, needs="labels_or_true"),
+    "empirical_risk": MetricSpec(empirical_risk, needs="loss"),
+    "argmax_changed": MetricSpec(argmax_changed, needs="reference"),
+}
+
+
+def metric_spec(function_name: str) -> MetricSpec:
+    try:
+        return METRICS[function_name]
+    except KeyError:
+        raise CalbenchError(
+            f"Unknown metric {function_name!r}; known: {', '.join(sorted(METRICS))}."
+        ) from None
+
+
+def evaluate(metrics: dict, probs, *, y, true_probs=None, reference_probs=None, loss_matrix=None):
+    """Compute each configured metric; ``metrics`` maps an output name to its options.
+
+    An option ``fn`` names the registered function when the output name differs from it
+    (``confidence_ece_size15: {fn: confidence_ece, binning: equal_size}``). Metrics that
+    need the true map are skipped where it is unknown.
+    """
+    values = {}
+    for out_name, options in metrics.items():
+        options = dict(options or {})
+        spec = metric_spec(options.pop("fn", out_name))
+        f = spec.function
+        if spec.needs == "true_probs":
+            if true_probs is None:
+                continue
+            values[out_name] = f(probs, true_probs, **options)
+        elif spec.needs == "labels_or_true":
+            values[out_name] = f(probs, y, true_probs=true_probs, **options)
+        elif spec.needs == "reference":
+            values[out_name] = f(probs, reference_probs, **options)
+        elif spec.needs == "loss":
+            values[out_name] = f(probs, y, loss_matrix=loss_matrix, **options)
+        else:
+            values[out_name] = f(probs, y, **options)
+    return values
+
+
+def higher_is_better(metric_name: str, metrics_config: dict | None = None) -> bool:
+    """Direction of an output metric name (resolving ``fn`` aliases via the config)."""
+    options = (metrics_config or {}).get(metric_name) or {}
+    return metric_spec(options.get("fn", metric_name)).higher_is_better
+
+
+__all__ = [
+    "METRICS",
+    "MetricSpec",
+    "accuracy",
+    "argmax_changed",
+    "average_loss_gap",
+    "brier",
+    "classwise_ece",
+    "confidence_ece",
+    "empirical_risk",
+    "evaluate",
+    "log_loss",
+    "mce",
+    "true_classwise_ce",
+    "true_confidence_ce",
+]

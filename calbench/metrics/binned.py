@@ -1,0 +1,99 @@
+"""Binned calibration errors: confidence-ECE, classwise-ECE and MCE.
+
+Definitions (Guo et al. 2017; Kull et al. 2019 eq. 4; Valk 2.4.1):
+
+.. math::
+
+    \mathrm{ECE}_\alpha = \Big(\sum_{b} \frac{|B_b|}{n}\,
+        |\bar y_b - \bar p_b|^\alpha\Big)^{1/\alpha}
+
+with the bins :math:`B_b` of one score (the confidence ``max p`` against ``1[argmax p = y]``,
+or class j's probability against ``1[y = j]``). ``alpha=1`` is the usual ECE; ``alpha=2``
+is the root of the bin-weighted squared gaps (torchmetrics' "l2" norm). Valk writes an
+extra ``1/b`` factor in front of the sum; his tables and every library omit it, so do we.
+Classwise-ECE is the mean of the k class-j ECEs. Empty bins contribute nothing.
+
+Binning schemes:
+
+- ``equal_width``: edges ``linspace(0, 1, n_bins + 1)``; bin b is ``[e_b, e_{b+1})`` and the
+  last bin is closed, so a score of exactly 1.0 falls in the last bin and 0.0 in the first
+  (the same assignment as torchmetrics).
+- ``equal_size``: the scores sorted (stable) and cut into ``n_bins`` contiguous groups whose
+  sizes differ by at most one (``numpy.array_split``); equal scores may straddle a cut.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.errors import check_choice, check_int
+from calbench.metrics._checks import probs_and_labels
+
+BINNINGS = ("equal_width", "equal_size")
+
+
+def bin_indices(scores: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
+    """Bin of each score under the named scheme (see module docstring)."""
+    if binning == "equal_width":
+        edges = np.linspace(0.0, 1.0, n_bins + 1)
+        return np.searchsorted(edges[1:-1], scores, side="right")
+    order = np.argsort(scores, kind="stable")
+    sizes = [len(c) for c in np.array_split(order, n_bins)]
+    bins = np.empty(len(scores), dtype=np.int64)
+    bins[order] = np.repeat(np.arange(n_bins), sizes)
+    return bins
+
+
+def bin_statistics(scores, outcomes, n_bins: int, binning: str):
+    """Per-bin counts, mean score and mean outcome (NaN for empty bins)."""
+    bins = bin_indices(scores, n_bins, binning)
+    counts = np.bincount(bins, minlength=n_bins).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_score = np.bincount(bins, weights=scores, minlength=n_bins) / counts
+        mean_outcome = np.bincount(bins, weights=outcomes, minlength=n_bins) / counts
+    return counts, mean_score, mean_outcome
+
+
+def _binned_error(scores, outcomes, n_bins, binning, alpha) -> float:
+    counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, binning)
+    filled = counts > 0
+    gaps = np.abs(mean_outcome[filled] - mean_score[filled]) ** alpha
+    return float((counts[filled] / len(scores) @ gaps) ** (1.0 / alpha))
+
+
+def _options(owner, n_bins, binning, alpha):
+    check_int(n_bins, "n_bins", owner)
+    check_choice(binning, "binning", owner, BINNINGS)
+    check_choice(alpha, "alpha", owner, (1, 2))
+
+
+def confidence_ece(probs, y, n_bins=15, binning="equal_width", alpha=1) -> float:
+    """Confidence-ECE: bins of ``max p`` against accuracy (see module docstring)."""
+    _options("confidence_ece", n_bins, binning, alpha)
+    p, y = probs_and_labels(probs, y, "confidence_ece")
+    top = p.argmax(axis=1)
+    confidence = p[np.arange(len(y)), top]
+    return _binned_error(confidence, (top == y).astype(np.float64), n_bins, binning, alpha)
+
+
+def classwise_ece(probs, y, n_bins=15, binning="equal_width", alpha=1) -> float:
+    """Classwise-ECE (Kull eq. 4): the mean over classes j of the ECE of ``p_j`` vs ``1[y=j]``."""
+    _options("classwise_ece", n_bins, binning, alpha)
+    p, y = probs_and_labels(probs, y, "classwise_ece")
+    per_class = [
+        _binned_error(p[:, j], (y == j).astype(np.float64), n_bins, binning, alpha)
+        for j in range(p.shape[1])
+    ]
+    return float(np.mean(per_class))
+
+
+def mce(probs, y, n_bins=15, binning="equal_width") -> float:
+    """Maximum calibration error: the largest ``|accuracy - confidence|`` over non-empty bins."""
+    _options("mce", n_bins, binning, 1)
+    p, y = probs_and_labels(probs, y, "mce")
+    top = p.argmax(axis=1)
+    counts, mean_score, mean_outcome = bin_statistics(
+        p[np.arange(len(y)), top], (top == y).astype(np.float64), n_bins, binning
+    )
+    filled = counts > 0
+    return float(np.abs(mean_outcome[filled] - mean_score[filled]).max())

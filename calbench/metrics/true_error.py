@@ -1,0 +1,37 @@
+r"""True calibration errors where the calibration map is known (synthetic data; Valk 2.3, 4.1).
+
+``true_probs`` is ``E[Y | P = p]`` evaluated at each sample's *uncalibrated* prediction; for
+an injective calibration map ĉ this is also ``E[Y | ĉ(P)]``, so the error of ĉ(p) is measured
+against it directly, with no binning:
+
+.. math::
+
+    CE_{conf} = \Big(\tfrac1n \sum_i |\max_j \hat c_{ij} - c_{i,\arg\max_j \hat c_{ij}}|^\alpha\Big)^{1/\alpha},
+    \qquad
+    CE_{cw} = \tfrac1k \sum_j \Big(\tfrac1n \sum_i |\hat c_{ij} - c_{ij}|^\alpha\Big)^{1/\alpha}.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.errors import check_choice
+from calbench.metrics._checks import probs_pair
+
+
+def true_confidence_ce(probs, true_probs, alpha=1) -> float:
+    """True confidence calibration error against the known map (0 for the true map)."""
+    check_choice(alpha, "alpha", "true_confidence_ce", (1, 2))
+    p, c = probs_pair(probs, true_probs, "true_probs", "true_confidence_ce")
+    rows = np.arange(len(p))
+    top = p.argmax(axis=1)
+    gaps = np.abs(p[rows, top] - c[rows, top]) ** alpha
+    return float(gaps.mean() ** (1.0 / alpha))
+
+
+def true_classwise_ce(probs, true_probs, alpha=1) -> float:
+    """True classwise calibration error against the known map (0 for the true map)."""
+    check_choice(alpha, "alpha", "true_classwise_ce", (1, 2))
+    p, c = probs_pair(probs, true_probs, "true_probs", "true_classwise_ce")
+    per_class = (np.abs(p - c) ** alpha).mean(axis=0) ** (1.0 / alpha)
+    return float(per_class.mean())

@@ -1,0 +1,118 @@
+"""One cell of an experiment: a data set, a method and its settings -> tidy result rows."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+import calbench
+from calbench.calibrators import make_calibrator
+from calbench.data import Dataset, load_dataset
+from calbench.decision import make_loss
+from calbench.errors import CalbenchError
+from calbench.metrics import evaluate
+from calbench.runner.protocols import make_folds
+from calbench.runner.selection import select_and_fit
+from calbench.simplex import softmax
+
+#: The parts of the configuration that determine a cell's numbers (and so its hash).
+CELL_KEYS = ("experiment", "seed", "dataset", "method", "criterion", "loss", "shift",
+             "protocol", "metrics")
+
+
+def cell_config(cfg: DictConfig) -> dict:
+    return {key: OmegaConf.to_container(cfg, resolve=True)[key] for key in CELL_KEYS}
+
+
+def load_configured_dataset(cfg: DictConfig) -> Dataset:
+    options = OmegaConf.to_container(cfg.dataset, resolve=True)
+    loader = options.pop("loader")
+    display_name = options.pop("name", None)
+    dataset = load_dataset(loader, **options)
+    if display_name:
+        dataset.name = display_name
+    return dataset
+
+
+def build_calibrator(cfg: DictConfig, dataset: Dataset):
+    """The method's calibrator with its fixed params, the criterion, and its grid."""
+    method = OmegaConf.to_container(cfg.method, resolve=True)
+    params = dict(method.get("params") or {})
+    calibrator = make_calibrator(method["calibrator"], **params)
+    accepted = calibrator.get_params()
+    criterion = "none"
+    if "criterion" in accepted:
+        criterion = cfg.criterion.name
+        calibrator.set_params(criterion=criterion)
+    if "true_map" in accepted:
+        calibrator.set_params(true_map=dataset.true_map)
+    grid = method.get("grid") or {}
+    unknown = sorted(set(grid) - set(accepted))
+    if unknown:
+        raise CalbenchError(
+            f"method {method['name']!r}: grid names unknown parameter(s) {unknown}; "
+            f"the calibrator takes {sorted(accepted)}."
+        )
+    return calibrator, grid, criterion
+
+
+def run_cell(cfg: DictConfig) -> pd.DataFrame:
+    """Fit and evaluate the configured method on every fold of the protocol."""
+    if cfg.shift.name != "none":
+        raise CalbenchError(f"shift={cfg.shift.name} is not available yet; use shift=none.")
+    dataset = load_configured_dataset(cfg)
+    calibrator, grid, criterion = build_calibrator(cfg, dataset)
+    loss_options = {k: v for k, v in OmegaConf.to_container(cfg.loss).items() if k != "name"}
+    loss_matrix = make_loss(cfg.loss.name, dataset.n_classes, **loss_options)
+    protocol = OmegaConf.to_container(cfg.protocol, resolve=True)
+    outer = {k: v for k, v in protocol.items() if k == "outer_folds"}
+    metrics_config = OmegaConf.to_container(cfg.metrics, resolve=True)
+
+    rows = []
+    for fold in make_folds(dataset, protocol["name"], seed=cfg.seed, **outer):
+        start = time.perf_counter()
+        model, chosen = select_and_fit(
+            calibrator, grid, fold.logits_fit, fold.y_fit,
+            inner_folds=protocol["inner_folds"],
+            average_inner_models=protocol["average_inner_models"],
+            seed=cfg.seed,
+        )
+        fit_seconds = time.perf_counter() - start
+        probs = model.predict_proba(fold.logits_eval)
+        drift = np.abs(probs.sum(axis=1) - 1).max()
+        if not np.isfinite(probs).all() or drift > 1e-6 or (probs < 0).any():
+            raise CalbenchError(
+                f"method {cfg.method.name!r} produced predictions off the probability simplex "
+                f"on {dataset.name} fold {fold.index} (max row-sum error {drift:.3g}); "
+                "this is a bug in the calibrator, please report it."
+            )
+        uncalibrated = softmax(fold.logits_eval)
+        true_probs = dataset.true_map(uncalibrated) if dataset.true_map is not None else None
+        values = evaluate(
+            metrics_config, probs, y=fold.y_eval, true_probs=true_probs,
+            reference_probs=uncalibrated, loss_matrix=loss_matrix,
+        )
+        for metric, value in values.items():
+            rows.append({
+                "fold": fold.index, "metric": metric, "value": value,
+                "fit_seconds": fit_seconds, "params": json.dumps(chosen, sort_keys=True),
+            })
+    frame = pd.DataFrame(rows)
+    labels = {
+        "experiment": cfg.experiment, "dataset": dataset.name, "method": cfg.method.name,
+        "criterion": criterion, "loss": cfg.loss.name, "shift": cfg.shift.name,
+        "protocol": protocol["name"], "seed": cfg.seed, "calbench_version": calbench.__version__,
+    }
+    for column, value in labels.items():
+        frame[column] = value
+    return frame
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation over folds, one line per metric."""
+    grouped = rows.groupby("metric", sort=False)["value"]
+    return pd.DataFrame({"mean": grouped.mean(), "std": grouped.std(ddof=1), "folds": grouped.size()})

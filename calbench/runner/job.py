@@ -1,0 +1,37 @@
+"""The body of ``calbench run``: one configured cell, skipped if stored, else run and stored."""
+
+from __future__ import annotations
+
+import yaml
+from omegaconf import DictConfig
+from tabulate import tabulate
+
+from calbench.runner.cell import cell_config, run_cell, summarise
+from calbench.runner.store import ResultStore, config_hash
+
+
+def run_job(cfg: DictConfig) -> str:
+    """Run (or skip) the cell ``cfg`` describes; returns its config hash."""
+    cell = cell_config(cfg)
+    cell_hash = config_hash(cell)
+    store = ResultStore(cfg.results_dir)
+    label = f"{cfg.experiment} | {cfg.dataset.name or cfg.dataset.loader} | {cfg.method.name}"
+    if store.has(cell_hash) and not cfg.force:
+        print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
+        return cell_hash
+    rows = run_cell(cfg)
+    rows["config_hash"] = cell_hash
+    path = store.write(cell_hash, rows, yaml.safe_dump(cell, sort_keys=False))
+    summary = summarise(rows)
+    fit = rows.groupby("fold")["fit_seconds"].first().sum()
+    print(f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={cfg.protocol.name}"
+          f" | fit {fit:.2f} s")
+    table = [
+        [metric, f"{row['mean']:.4f}", "" if row["folds"] < 2 else f"{row['std']:.4f}"]
+        for metric, row in summary.iterrows()
+    ]
+    folds = int(summary["folds"].max())
+    print(tabulate(table, headers=["metric", "mean", f"std ({folds} folds)" if folds > 1 else ""],
+                   tablefmt="simple", disable_numparse=True))
+    print(f"rows: {path}")
+    return cell_hash

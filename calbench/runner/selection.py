@@ -1,0 +1,69 @@
+"""Hyperparameter choice by inner stratified K-fold CV on log-loss.
+
+For each point of the method's grid, the calibrator is fitted on K-1 inner folds and scored
+by log-loss on the held-out fold; the point with the lowest pooled out-of-fold log-loss
+wins. Then either the winner is refitted on all the fitting data, or (Kull et al.) the K
+inner models of the winner are kept and their predictions averaged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.model_selection import ParameterGrid, StratifiedKFold
+
+from calbench.calibrators.base import Calibrator
+from calbench.metrics import log_loss
+from calbench.runner.protocols import check_class_counts
+
+
+class AveragedCalibrator(Calibrator):
+    """Averages the probabilities of already fitted calibrators (Kull's inner-model ensemble)."""
+
+    def __init__(self, members=()):
+        self.members = members
+
+    def _fit(self, logits, y):
+        pass
+
+    def _predict_proba(self, logits):
+        return np.mean([m.predict_proba(logits) for m in self.members], axis=0)
+
+
+def select_and_fit(
+    calibrator: Calibrator,
+    grid: dict,
+    logits: np.ndarray,
+    y: np.ndarray,
+    *,
+    inner_folds: int = 10,
+    average_inner_models: bool = False,
+    seed: int = 0,
+) -> tuple[Calibrator, dict]:
+    """Fit ``calibrator`` on (logits, y), its grid chosen by inner CV.
+
+    Returns the fitted predictor and the chosen parameters (empty without a grid).
+    """
+    points = list(ParameterGrid(grid)) if grid else [{}]
+    if len(points) == 1 and not average_inner_models:
+        return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
+    n_classes = logits.shape[1]
+    check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
+    splits = list(
+        StratifiedKFold(inner_folds, shuffle=True, random_state=seed).split(logits, y)
+    )
+    best = (np.inf, None, None)
+    for params in points:
+        out_of_fold = np.empty((len(y), n_classes))
+        models = []
+        for fit_idx, held_idx in splits:
+            model = clone(calibrator).set_params(**params).fit(logits[fit_idx], y[fit_idx])
+            out_of_fold[held_idx] = model.predict_proba(logits[held_idx])
+            models.append(model)
+        score = log_loss(out_of_fold, y)
+        if score < best[0]:
+            best = (score, params, models)
+    _, params, models = best
+    if average_inner_models:
+        return AveragedCalibrator(members=models).fit(logits, y), params
+    return clone(calibrator).set_params(**params).fit(logits, y), params

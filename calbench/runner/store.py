@@ -1,0 +1,77 @@
+"""The results store: one CSV per finished cell, written atomically, named by config hash.
+
+A cell (one resolved configuration: experiment, dataset, method, criterion, loss, shift,
+protocol, metrics, seed) writes all its rows at once to ``store/<hash>.csv`` through a
+temporary file and ``os.replace``, so a reader sees the whole cell or nothing. A cell whose
+file exists is done: an interrupted sweep resumes by skipping it, and concurrent jobs
+(Hydra's joblib launcher) never write the same file twice over or interleave rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+COLUMNS = [
+    "experiment", "dataset", "method", "criterion", "loss", "shift", "protocol", "fold",
+    "metric", "value", "fit_seconds", "params", "config_hash", "seed", "calbench_version",
+]
+
+
+def config_hash(config: dict) -> str:
+    """A stable 16-hex-digit hash of a plain (resolved) configuration."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write through a temporary file in the same directory, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ResultStore:
+    """Cells under ``<results_dir>/store``; see the module docstring."""
+
+    def __init__(self, results_dir):
+        self.root = Path(results_dir) / "store"
+
+    def _csv(self, cell_hash: str) -> Path:
+        return self.root / f"{cell_hash}.csv"
+
+    def has(self, cell_hash: str) -> bool:
+        return self._csv(cell_hash).is_file()
+
+    def write(self, cell_hash: str, rows: pd.DataFrame, config_text: str = "") -> Path:
+        """Store a finished cell; its resolved config goes beside it for provenance."""
+        if config_text:
+            atomic_write_text(self.root / f"{cell_hash}.yaml", config_text)
+        path = self._csv(cell_hash)
+        atomic_write_text(path, rows[COLUMNS].to_csv(index=False))
+        return path
+
+    def read(self, experiment: str | None = None) -> pd.DataFrame:
+        """All stored rows (optionally of one experiment) as one table."""
+        files = sorted(self.root.glob("*.csv"))
+        if not files:
+            return pd.DataFrame(columns=COLUMNS)
+        frame = pd.concat((pd.read_csv(f, keep_default_na=False) for f in files),
+                          ignore_index=True)
+        frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
+        if experiment is not None:
+            frame = frame[frame["experiment"] == experiment]
+        return frame

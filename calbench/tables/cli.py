@@ -1,0 +1,81 @@
+"""``calbench tables``: every table spec under ``conf/table`` whose experiment has results."""
+
+from __future__ import annotations
+
+import argparse
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from calbench.errors import CalbenchError
+from calbench.metrics import metric_spec
+from calbench.runner.store import ResultStore, atomic_write_text
+from calbench.tables.layouts import build_table
+from calbench.tables.render import RENDERERS
+
+
+def table_specs() -> dict[str, dict]:
+    """All shipped table specs by name (file stem)."""
+    folder = resources.files("calbench.conf").joinpath("table")
+    specs = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            spec = yaml.safe_load(entry.read_text())
+            spec["name"] = entry.name[: -len(".yaml")]
+            specs[spec["name"]] = spec
+    return specs
+
+
+def metric_direction():
+    """higher_is_better for stored metric names, resolving aliases of the default set."""
+    metrics = resources.files("calbench.conf").joinpath("metrics", "default.yaml")
+    aliases = {name: (opts or {}).get("fn", name)
+               for name, opts in yaml.safe_load(metrics.read_text()).items()}
+
+    def direction(name: str) -> bool:
+        return metric_spec(aliases.get(name, name)).higher_is_better
+
+    return direction
+
+
+def write_tables(results_dir, experiment=None, formats=("md", "tex", "csv")) -> list[Path]:
+    store = ResultStore(results_dir)
+    rows = store.read()
+    specs = [s for s in table_specs().values()
+             if experiment is None or s["experiment"] == experiment]
+    if experiment is not None and not specs:
+        raise CalbenchError(f"No table layout is defined for experiment {experiment!r}.")
+    present = set(rows["experiment"])
+    todo = [s for s in specs if s["experiment"] in present]
+    if not todo:
+        wanted = experiment or ", ".join(sorted({s["experiment"] for s in specs}))
+        raise CalbenchError(
+            f"No results in {store.root} for {wanted}; run "
+            f"`calbench run experiment={experiment or 'valk_synthetic'}` first."
+        )
+    direction = metric_direction()
+    out_dir = Path(results_dir) / "tables"
+    written = []
+    for spec in todo:
+        table = build_table(spec, rows[rows["experiment"] == spec["experiment"]], direction)
+        for fmt in formats:
+            path = out_dir / f"{spec['name']}.{fmt}"
+            atomic_write_text(path, RENDERERS[fmt](table))
+            written.append(path)
+        print(RENDERERS["md"](table))
+    return written
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="calbench tables", description=__doc__)
+    parser.add_argument("--results-dir", default="results", help="default: results")
+    parser.add_argument("--experiment", help="only this experiment's tables")
+    parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
+    args = parser.parse_args(argv)
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    unknown = sorted(set(formats) - set(RENDERERS))
+    if unknown:
+        raise CalbenchError(f"Unknown table format(s) {unknown}; known: {sorted(RENDERERS)}.")
+    for path in write_tables(args.results_dir, args.experiment, formats):
+        print(f"wrote {path}")

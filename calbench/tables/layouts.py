@@ -1,0 +1,117 @@
+"""The papers' table layouts, built from the results store into a `RankedTable`.
+
+- ``metrics_by_method`` (Valk Tables 1 and 4): one data set; metrics as rows, methods as
+  columns, an average-rank row.
+- ``datasets_by_method`` (Valk Tables 5-10): one metric; data sets as rows in groups
+  (C-10, C-100), methods as columns, an average-rank row per group.
+
+Values are the mean over folds. Rows of methods or data sets with no results are left out
+and listed in ``RankedTable.missing``, never filled in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from calbench.errors import CalbenchError
+from calbench.tables.ranking import average_ranks, rank_row
+
+
+@dataclass
+class RankedTable:
+    name: str
+    title: str
+    columns: list[str]  # column labels
+    row_labels: list[tuple[str, str]]  # (group, label); group "" when ungrouped
+    values: np.ndarray  # (rows, columns), NaN where absent
+    ranks: np.ndarray  # (rows, columns), NaN where unranked
+    average_rows: list[tuple[str, np.ndarray]]  # (group, mean rank per column)
+    decimals: int
+    missing: list[str] = field(default_factory=list)
+
+
+def _mean_over_folds(rows: pd.DataFrame, index: str) -> pd.DataFrame:
+    return rows.groupby([index, "method"])["value"].mean().unstack("method")
+
+
+def _present_columns(spec, available, missing) -> dict:
+    columns = {}
+    for method, label in spec["columns"].items():
+        if method in available:
+            columns[method] = label
+        else:
+            missing.append(f"method {method}")
+    if not columns:
+        raise CalbenchError(
+            f"table {spec['name']}: none of the methods {list(spec['columns'])} has results; "
+            f"run `calbench run experiment={spec['experiment']}` first."
+        )
+    return columns
+
+
+def _ranks(values, columns, unranked, directions, decimals):
+    ranked = np.array([m not in unranked for m in columns])
+    ranks = np.full(values.shape, np.nan)
+    for i, higher in enumerate(directions):
+        row = np.where(ranked, values[i], np.nan)
+        ranks[i] = rank_row(row, higher, decimals)
+    return ranks
+
+
+def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    rows = rows[rows["dataset"] == spec["dataset"]]
+    table = _mean_over_folds(rows, "metric")
+    missing: list[str] = []
+    columns = _present_columns(spec, set(table.columns), missing)
+    metrics = [m for m in spec["rows"] if m in table.index]
+    missing += [f"metric {m}" for m in spec["rows"] if m not in table.index]
+    values = table.reindex(index=metrics, columns=list(columns)).to_numpy(dtype=np.float64)
+    ranks = _ranks(values, list(columns), set(spec.get("unranked", [])),
+                   [direction(m) for m in metrics], spec["decimals"])
+    return RankedTable(
+        name=spec["name"], title=spec.get("title", spec["name"]),
+        columns=list(columns.values()),
+        row_labels=[("", spec["rows"][m]) for m in metrics],
+        values=values, ranks=ranks, average_rows=[("", average_ranks(ranks))],
+        decimals=spec["decimals"], missing=missing,
+    )
+
+
+def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    rows = rows[rows["metric"] == spec["metric"]]
+    table = _mean_over_folds(rows, "dataset")
+    missing: list[str] = []
+    columns = _present_columns(spec, set(table.columns), missing)
+    datasets = [d for d in spec["rows"] if d in table.index]
+    missing += [f"dataset {d}" for d in spec["rows"] if d not in table.index]
+    values = table.reindex(index=datasets, columns=list(columns)).to_numpy(dtype=np.float64)
+    scale = float(spec.get("scale", 1.0))
+    values = values * scale
+    higher = direction(spec["metric"])
+    ranks = _ranks(values, list(columns), set(spec.get("unranked", [])),
+                   [higher] * len(datasets), spec["decimals"])
+    labels = [tuple(spec["rows"][d]) for d in datasets]
+    averages = []
+    for group in dict.fromkeys(g for g, _ in labels):
+        members = [i for i, (g, _) in enumerate(labels) if g == group]
+        averages.append((group, average_ranks(ranks[members])))
+    return RankedTable(
+        name=spec["name"], title=spec.get("title", spec["name"]),
+        columns=list(columns.values()), row_labels=labels, values=values, ranks=ranks,
+        average_rows=averages, decimals=spec["decimals"], missing=missing,
+    )
+
+
+LAYOUTS = {"metrics_by_method": metrics_by_method, "datasets_by_method": datasets_by_method}
+
+
+def build_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    if spec.get("layout") not in LAYOUTS:
+        raise CalbenchError(
+            f"table {spec['name']}: unknown layout {spec.get('layout')!r}; "
+            f"known: {', '.join(LAYOUTS)}."
+        )
+    return LAYOUTS[spec["layout"]](spec, rows, direction)

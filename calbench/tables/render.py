@@ -1,0 +1,113 @@
+"""Renderers of a `RankedTable`: Markdown, LaTeX (booktabs) and CSV.
+
+Each value carries its rank as a subscript; the best value of a row (rank 1) is bold.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from calbench.tables.layouts import RankedTable
+
+
+def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt):
+    body = []
+    for i, (group, label) in enumerate(table.row_labels):
+        cells = []
+        for j in range(len(table.columns)):
+            value, rank = table.values[i, j], table.ranks[i, j]
+            if math.isnan(value):
+                cells.append("")
+                continue
+            text = value_fmt(f"{value:.{table.decimals}f}")
+            if rank == 1:
+                text = best_fmt(text)
+            if not math.isnan(rank):
+                text += rank_fmt(int(rank))
+            cells.append(text)
+        body.append((group, label, cells))
+    return body
+
+
+def _average_cells(values):
+    return ["" if math.isnan(v) else f"{v:.1f}" for v in values]
+
+
+def _group_label(groups, group, previous):
+    return group if group != previous else ""
+
+
+def to_markdown(table: RankedTable) -> str:
+    grouped = any(g for g, _ in table.row_labels)
+    head = ([""] if grouped else []) + [""] + table.columns
+    lines = [f"**{table.title}**", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    body = _cells(table, str, lambda t: f"**{t}**", lambda r: f"<sub>{r}</sub>")
+    previous = None
+    for idx, (group, label, cells) in enumerate(body):
+        lead = [_group_label(grouped, group, previous)] if grouped else []
+        lines.append("| " + " | ".join(lead + [label] + cells) + " |")
+        previous = group
+        last_of_group = idx + 1 == len(body) or body[idx + 1][0] != group
+        if last_of_group:
+            averages = dict(table.average_rows).get(group)
+            if averages is not None:
+                lead = [""] if grouped else []
+                lines.append("| " + " | ".join(lead + ["average rank"] +
+                                               _average_cells(averages)) + " |")
+    if table.missing:
+        lines += ["", "Not yet in the store: " + ", ".join(table.missing) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _latex_escape(text: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
+                 ("#", r"\#")):
+        text = text.replace(a, b)
+    return text
+
+
+def to_latex(table: RankedTable) -> str:
+    grouped = any(g for g, _ in table.row_labels)
+    n_lead = 2 if grouped else 1
+    head = [""] * n_lead + [_latex_escape(c) for c in table.columns]
+    lines = [
+        "% " + table.title,
+        r"\begin{tabular}{" + "l" * n_lead + "r" * len(table.columns) + "}",
+        r"\toprule",
+        " & ".join(head) + r" \\",
+        r"\midrule",
+    ]
+    body = _cells(table, str, lambda t: rf"\textbf{{{t}}}", lambda r: rf"$_{{{r}}}$")
+    previous = None
+    for idx, (group, label, cells) in enumerate(body):
+        lead = [_latex_escape(_group_label(grouped, group, previous))] if grouped else []
+        lines.append(" & ".join(lead + [_latex_escape(label)] + cells) + r" \\")
+        previous = group
+        if idx + 1 == len(body) or body[idx + 1][0] != group:
+            averages = dict(table.average_rows).get(group)
+            if averages is not None:
+                lead = [""] if grouped else []
+                lines.append(" & ".join(lead + ["average rank"] + _average_cells(averages))
+                             + r" \\")
+                lines.append(r"\midrule" if idx + 1 < len(body) else r"\bottomrule")
+    lines.append(r"\end{tabular}")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: RankedTable) -> str:
+    records = []
+    for i, (group, label) in enumerate(table.row_labels):
+        for j, column in enumerate(table.columns):
+            records.append({"group": group, "row": label, "column": column,
+                            "value": table.values[i, j], "rank": table.ranks[i, j]})
+    for group, averages in table.average_rows:
+        for j, column in enumerate(table.columns):
+            records.append({"group": group, "row": "average rank", "column": column,
+                            "value": averages[j], "rank": float("nan")})
+    return pd.DataFrame(records).to_csv(index=False)
+
+
+RENDERERS = {"md": to_markdown, "tex": to_latex, "csv": to_csv}
