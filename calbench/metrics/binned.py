@@ -1,4 +1,4 @@
-"""Binned calibration errors: confidence-ECE, classwise-ECE and MCE.
+r"""Binned calibration errors: confidence-ECE, classwise-ECE and MCE.
 
 Definitions (Guo et al. 2017; Kull et al. 2019 eq. 4; Valk 2.4.1):
 
@@ -15,9 +15,9 @@ Classwise-ECE is the mean of the k class-j ECEs. Empty bins contribute nothing.
 
 Binning schemes:
 
-- ``equal_width``: edges ``linspace(0, 1, n_bins + 1)``; bin b is ``[e_b, e_{b+1})`` and the
-  last bin is closed, so a score of exactly 1.0 falls in the last bin and 0.0 in the first
-  (the same assignment as torchmetrics).
+- ``equal_width``: edges ``b / n_bins``; bin b is ``[e_b, e_{b+1})`` and the
+  last bin is closed, so a score of exactly 1.0 falls in the last bin and 0.0 in the first.
+  torchmetrics agrees on every score below 1.0 but puts exactly 1.0 in an extra bin.
 - ``equal_size``: the scores sorted (stable) and cut into ``n_bins`` contiguous groups whose
   sizes differ by at most one (``numpy.array_split``); equal scores may straddle a cut.
 """
@@ -35,8 +35,10 @@ BINNINGS = ("equal_width", "equal_size")
 def bin_indices(scores: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
     """Bin of each score under the named scheme (see module docstring)."""
     if binning == "equal_width":
-        edges = np.linspace(0.0, 1.0, n_bins + 1)
-        return np.searchsorted(edges[1:-1], scores, side="right")
+        # i / n_bins is the correctly rounded edge, so a score of 0.6 starts bin 6 of 10;
+        # numpy.linspace gives 0.6000000000000001 there and would put it in bin 5.
+        inner_edges = np.arange(1, n_bins) / n_bins
+        return np.searchsorted(inner_edges, scores, side="right")
     order = np.argsort(scores, kind="stable")
     sizes = [len(c) for c in np.array_split(order, n_bins)]
     bins = np.empty(len(scores), dtype=np.int64)

@@ -1,0 +1,35 @@
+# calbench: common tasks. `make install` first on a fresh machine.
+PYTHON ?= python
+RESULTS ?= results
+
+.PHONY: install run test test-slow lint tables bench clean
+
+# torch first: 2.13.0 is the CPU build available on this project's machines; any
+# torch >= 2.0 works elsewhere.
+install:
+	$(PYTHON) -m pip install torch==2.13.0
+	$(PYTHON) -m pip install -e '.[dev]'
+
+run:
+	calbench run results_dir=$(RESULTS)
+
+test:
+	$(PYTHON) -m pytest -q
+
+test-slow:
+	$(PYTHON) -m pytest -q -m slow
+
+lint:
+	ruff check calbench tests benchmarks
+	ruff format --check calbench tests benchmarks
+
+# Runs the presets (finished cells are skipped), then writes every table.
+tables:
+	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
+	calbench tables --results-dir $(RESULTS)
+
+bench:
+	$(PYTHON) benchmarks/bench_dirichlet.py --out $(RESULTS)/bench
+
+clean:
+	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/hydra

@@ -1,0 +1,196 @@
+"""Calibrators against worked examples, closed forms and peer implementations."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, minimize_scalar
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+from calbench.calibrators import CALIBRATORS, make_calibrator
+from calbench.errors import CalbenchError
+from calbench.simplex import log_softmax, softmax
+from tests.conftest import overconfident_logits
+
+CONF = Path(__file__).parents[1] / "calbench" / "conf" / "method"
+
+
+def _nll(probs, y):
+    return -np.log(probs[np.arange(len(y)), y]).mean()
+
+
+def test_temperature_scaling_worked_example_valk_2_5_2():
+    # z = (6, 4, 2) with t = 2 gives about (0.67, 0.24, 0.09); t = 0.5 gives (0.98, 0.02, 0.00).
+    ts = make_calibrator("ts").fit(np.array([[6.0, 4, 2], [2, 4, 6]]), [0, 2])
+    ts.log_temperature_ = np.log(2.0)
+    np.testing.assert_allclose(ts.predict_proba(np.array([[6.0, 4, 2]])), [[0.67, 0.24, 0.09]],
+                               atol=0.005)
+    ts.log_temperature_ = np.log(0.5)
+    np.testing.assert_allclose(ts.predict_proba(np.array([[6.0, 4, 2]])), [[0.98, 0.02, 0.00]],
+                               atol=0.005)
+
+
+def test_temperature_matches_one_dimensional_search(rng):
+    z, y = overconfident_logits(rng, 4000, 10)
+    ts = make_calibrator("ts").fit(z, y)
+    ref = minimize_scalar(lambda t: _nll(softmax(z / t), y), bounds=(0.05, 20), method="bounded",
+                          options={"xatol": 1e-10})
+    assert ts.temperature_ > 1.2  # over-confident logits need t > 1
+    assert ts.temperature_ == pytest.approx(ref.x, rel=1e-5)
+
+
+def test_temperature_matches_netcal(rng):
+    netcal_scaling = pytest.importorskip("netcal.scaling")
+    z, y = overconfident_logits(rng, 3000, 5)
+    ours = make_calibrator("ts").fit(z, y).predict_proba(z)
+    peer = netcal_scaling.TemperatureScaling()
+    peer.fit(softmax(z), y)
+    np.testing.assert_allclose(ours, peer.transform(softmax(z)), atol=2e-4)
+
+
+def test_dir_l2_is_multinomial_logistic_regression_on_log_probs(rng):
+    z, y = overconfident_logits(rng, 2000, 4)
+    reg_lambda = 1e-3
+    ours = make_calibrator("dir_l2", reg_lambda=reg_lambda).fit(z, y)
+    # sklearn minimises 0.5 ||W||^2 + C sum_i loss_i: the same model when C = 1 / (2 n lambda).
+    peer = LogisticRegression(C=1 / (2 * len(y) * reg_lambda), tol=1e-12, max_iter=10_000)
+    peer.fit(log_softmax(z), y)
+    np.testing.assert_allclose(ours.predict_proba(z), peer.predict_proba(log_softmax(z)),
+                               atol=1e-6)
+
+
+def _odir_objective(theta, x, y, k, lam, mu):
+    w, b = theta[: k * k].reshape(k, k), theta[k * k :]
+    probs = softmax(x @ w.T + b)
+    off = (w**2).sum() - (np.diag(w) ** 2).sum()
+    return _nll(probs, y) + lam * off / (k * (k - 1)) + mu * (b**2).sum() / k
+
+
+@pytest.mark.parametrize("name", ["dir_odir", "ms_odir"])
+def test_odir_minimises_kull_objective(rng, name):
+    # Independent check: plain numpy objective of Kull sec. 3, minimised by BFGS with
+    # finite-difference gradients, reaches the same map.
+    k, lam, mu = 3, 0.5, 0.2
+    z, y = overconfident_logits(rng, 600, k)
+    ours = make_calibrator(name, reg_lambda=lam, reg_mu=mu).fit(z, y)
+    x = log_softmax(z) if name == "dir_odir" else z
+    theta0 = np.concatenate([np.eye(k).ravel(), np.zeros(k)])
+    ref = minimize(_odir_objective, theta0, args=(x, y, k, lam, mu), method="BFGS",
+                   options={"gtol": 1e-9})
+    theta = np.concatenate([ours.coef_.ravel(), ours.intercept_])
+    assert _odir_objective(theta, x, y, k, lam, mu) <= ref.fun + 1e-9
+    w, b = ref.x[: k * k].reshape(k, k), ref.x[k * k :]
+    np.testing.assert_allclose(ours.predict_proba(z), softmax(x @ w.T + b), atol=1e-4)
+
+
+def test_strong_odir_leaves_only_the_diagonal(rng):
+    z, y = overconfident_logits(rng, 1000, 5)
+    cal = make_calibrator("dir_odir", reg_lambda=1e6, reg_mu=1e6).fit(z, y)
+    off = cal.coef_ - np.diag(np.diag(cal.coef_))
+    assert np.abs(off).max() < 1e-3 and np.abs(cal.intercept_).max() < 1e-3
+    assert np.diag(cal.coef_).min() < 0.9  # still learns to cool the over-confident scores
+
+
+@pytest.mark.parametrize("name", ["ts", "bcts", "vs"])
+def test_scaling_maps_are_stationary_points(rng, name):
+    z, y = overconfident_logits(rng, 1500, 4)
+    cal = make_calibrator(name).fit(z, y)
+    params = {n: np.asarray(getattr(cal, n), dtype=float) for n in cal._initial_params(4)}
+    flat = np.concatenate([p.ravel() for p in params.values()])
+
+    def objective(theta):
+        out, i = {}, 0
+        for n, p in params.items():
+            out[n] = theta[i : i + p.size].reshape(p.shape)
+            i += p.size
+        t = np.exp(out.get("log_temperature_", 0.0))
+        scale = out.get("coef_", 1.0)
+        return _nll(softmax(z * scale / t + out.get("intercept_", 0.0)), y)
+
+    eps = 1e-6
+    grad = [(objective(flat + eps * e) - objective(flat - eps * e)) / (2 * eps)
+            for e in np.eye(len(flat))]
+    assert np.abs(grad).max() < 1e-5
+
+
+def test_dirichlet_on_synthetic_beats_temperature(synthetic):
+    ds = synthetic
+    c = ds.true_map(ds.probs_test)
+    errs = {}
+    for name in ["ts", "dir"]:
+        p = make_calibrator(name).fit(ds.logits_cal, ds.y_cal).predict_proba(ds.logits_test)
+        errs[name] = np.abs(p - c).mean()
+    assert errs["dir"] < 0.6 * errs["ts"]
+
+
+def test_true_map_has_zero_error_and_needs_a_map(synthetic):
+    cal = make_calibrator("true_map", true_map=synthetic.true_map)
+    p = cal.fit(synthetic.logits_cal, synthetic.y_cal).predict_proba(synthetic.logits_test)
+    np.testing.assert_array_equal(p, synthetic.true_map(synthetic.probs_test))
+    with pytest.raises(CalbenchError, match="true calibration map"):
+        make_calibrator("true_map").fit(synthetic.logits_cal, synthetic.y_cal)
+
+
+def _instance(name, synthetic):
+    return make_calibrator(name, true_map=synthetic.true_map) if name == "true_map" \
+        else make_calibrator(name)
+
+
+@pytest.mark.parametrize("name", sorted(CALIBRATORS))
+def test_contract(name, synthetic, rng):
+    """Every registered calibrator: simplex rows, clone, idempotent refit, extreme logits."""
+    x, y = synthetic.logits_cal[:1500], synthetic.y_cal[:1500]
+    cal = _instance(name, synthetic)
+    first = cal.fit(x, y).predict_proba(synthetic.logits_test[:2000])
+    assert first.shape == (2000, 3)
+    assert (first >= 0).all() and np.allclose(first.sum(axis=1), 1, atol=1e-9)
+    again = cal.fit(x, y).predict_proba(synthetic.logits_test[:2000])
+    np.testing.assert_allclose(again, first, rtol=0, atol=1e-12)
+    cloned = clone(cal)
+    assert cloned.get_params().keys() == cal.get_params().keys()
+    extreme = rng.normal(size=(50, 3)) * 800
+    if name != "true_map":
+        p = cal.predict_proba(extreme)
+        assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1)
+
+
+@pytest.mark.parametrize("name", ["ts", "dir_l2", "dir_odir"])
+def test_works_inside_grid_search(name, synthetic):
+    grid = {"tol": [1e-6, 1e-8]} if name == "ts" else {"reg_lambda": [1e-3, 1.0]}
+    search = GridSearchCV(make_calibrator(name), grid, scoring="neg_log_loss",
+                          cv=StratifiedKFold(3, shuffle=True, random_state=0))
+    search.fit(synthetic.logits_cal[:900], synthetic.y_cal[:900])
+    assert np.isfinite(search.best_score_)
+
+
+def test_every_calibrator_has_a_config_and_back():
+    from omegaconf import OmegaConf
+
+    configs = {p.stem: OmegaConf.load(p) for p in CONF.glob("*.yaml")}
+    used = {c.calibrator for c in configs.values()}
+    assert set(CALIBRATORS) <= used, f"no conf/method file for {set(CALIBRATORS) - used}"
+    for stem, conf in configs.items():
+        assert conf.name == stem
+        cal = make_calibrator(conf.calibrator, **conf.params)
+        assert set(conf.grid) <= set(cal.get_params())
+
+
+def test_unknown_name_and_parameter_are_clear():
+    with pytest.raises(CalbenchError, match="Unknown calibrator 'tss'.*known: .*ts"):
+        make_calibrator("tss")
+    with pytest.raises(CalbenchError, match="no parameter.*'temp'"):
+        make_calibrator("ts", temp=2)
+    with pytest.raises(CalbenchError, match="fixed by the name"):
+        make_calibrator("dir_l2", regularization="odir")
+
+
+def test_fit_rejects_bad_input():
+    with pytest.raises(CalbenchError, match="NaN or infinite"):
+        make_calibrator("ts").fit(np.array([[0.0, np.nan], [1, 2]]), [0, 1])
+    with pytest.raises(CalbenchError, match="outside 0..1"):
+        make_calibrator("ts").fit(np.zeros((2, 2)), [0, 5])
+    cal = make_calibrator("ts").fit(np.zeros((2, 2)), [0, 1])
+    with pytest.raises(CalbenchError, match="fitted on 2 classes"):
+        cal.predict_proba(np.zeros((2, 3)))

@@ -1,0 +1,190 @@
+"""Metrics against peer libraries, hand-worked examples and naive reference loops."""
+
+import numpy as np
+import pytest
+import sklearn.metrics as skm
+
+from calbench import metrics
+from calbench.errors import CalbenchError
+from calbench.metrics.binned import bin_indices
+from calbench.simplex import softmax
+from tests.conftest import overconfident_logits
+
+
+@pytest.fixture
+def scored(rng):
+    z, y = overconfident_logits(rng, 3000, 5, scale=1.5)
+    return softmax(z), y
+
+
+@pytest.mark.parametrize("n_bins", [5, 15, 100])
+@pytest.mark.parametrize("alpha,norm", [(1, "l1"), (2, "l2")])
+def test_confidence_ece_matches_torchmetrics(scored, n_bins, alpha, norm):
+    torch = pytest.importorskip("torch")
+    tm = pytest.importorskip("torchmetrics.functional.classification")
+    p, y = scored
+    ref = tm.multiclass_calibration_error(torch.from_numpy(p), torch.from_numpy(y),
+                                          num_classes=5, n_bins=n_bins, norm=norm)
+    ours = metrics.confidence_ece(p, y, n_bins=n_bins, alpha=alpha)
+    assert ours == pytest.approx(float(ref), abs=1e-6)
+
+
+def test_confidence_ece_edges_match_torchmetrics():
+    # Confidences exactly on interior bin edges and ties: the cases peers disagree on.
+    torch = pytest.importorskip("torch")
+    tm = pytest.importorskip("torchmetrics.functional.classification")
+    conf = np.array([0.5, 0.5, 0.6, 0.7, 0.9, 0.8, 0.55, 0.95])
+    p = np.column_stack([conf, 1 - conf])
+    y = np.array([0, 1, 0, 1, 0, 0, 1, 1])
+    ref = tm.multiclass_calibration_error(torch.from_numpy(p), torch.from_numpy(y),
+                                          num_classes=2, n_bins=10, norm="l1")
+    assert metrics.confidence_ece(p, y, n_bins=10) == pytest.approx(float(ref), abs=1e-7)
+
+
+def test_confidence_of_exactly_one_joins_the_last_bin():
+    # torchmetrics gives a confidence of exactly 1.0 a bin of its own (bucketize past the
+    # last edge); we close the last bin, as the papers' definition [0.9, 1.0] reads.
+    conf = np.array([1.0, 1.0, 0.9])
+    p = np.column_stack([conf, 1 - conf])
+    y = np.array([0, 1, 0])
+    # one bin: mean confidence 29/30, accuracy 2/3
+    assert metrics.confidence_ece(p, y, n_bins=10) == pytest.approx(2.9 / 3 - 2 / 3)
+
+
+def test_equal_width_bins_are_half_open_with_a_closed_last_bin():
+    scores = np.array([0.0, 0.1, 0.0999, 0.5, 0.9999, 1.0])
+    np.testing.assert_array_equal(bin_indices(scores, 10, "equal_width"), [0, 1, 0, 5, 9, 9])
+
+
+def test_equal_size_bins_split_sorted_scores_evenly():
+    scores = np.array([0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8])
+    bins = bin_indices(scores, 3, "equal_size")
+    # sorted: .1 .2 .3 | .5 .7 | .8 .9  (sizes 3, 2, 2)
+    np.testing.assert_array_equal(bins, [2, 0, 1, 0, 1, 0, 2])
+
+
+def test_classwise_ece_hand_example():
+    # Two classes, two equal-width bins. Class 0 scores: .2 .4 | .6 .8, labels 0 for rows 1, 3.
+    p = np.array([[0.2, 0.8], [0.4, 0.6], [0.6, 0.4], [0.8, 0.2]])
+    y = np.array([1, 0, 1, 0])
+    # class 0: bin [0,.5): mean p .3, freq .5 -> |.2|*.5 ; bin [.5,1]: mean .7, freq .5 -> .1
+    # class 1: mirror image -> same 0.2
+    assert metrics.classwise_ece(p, y, n_bins=2) == pytest.approx(0.2)
+    # equal-size, 4 bins: every bin one sample; class 0 gaps .2 .6 .6 .2 -> mean .4
+    assert metrics.classwise_ece(p, y, n_bins=4, binning="equal_size") == pytest.approx(0.4)
+
+
+def test_classwise_ece_matches_naive_loop(scored):
+    p, y = scored
+    k, n_bins = p.shape[1], 15
+    per_class = []
+    for j in range(k):
+        total = 0.0
+        for b in range(n_bins):
+            lo, hi = b / n_bins, (b + 1) / n_bins
+            inside = (p[:, j] >= lo) & ((p[:, j] < hi) if b < n_bins - 1 else (p[:, j] <= hi))
+            if inside.any():
+                total += inside.mean() * abs((y[inside] == j).mean() - p[inside, j].mean())
+        per_class.append(total)
+    assert metrics.classwise_ece(p, y, n_bins=n_bins) == pytest.approx(np.mean(per_class))
+
+
+def test_mce_hand_example():
+    p = np.array([[0.95, 0.05], [0.95, 0.05], [0.6, 0.4], [0.6, 0.4]])
+    y = np.array([0, 1, 0, 0])
+    # bin of .95: accuracy .5 -> gap .45; bin of .6: accuracy 1 -> gap .4
+    assert metrics.mce(p, y, n_bins=10) == pytest.approx(0.45)
+
+
+def test_scoring_rules_match_scikit_learn(scored):
+    p, y = scored
+    assert metrics.log_loss(p, y) == pytest.approx(skm.log_loss(y, p), rel=1e-12)
+    one_hot = np.eye(p.shape[1])[y]
+    assert metrics.brier(p, y) == pytest.approx(((p - one_hot) ** 2).sum(axis=1).mean())
+    assert metrics.accuracy(p, y) == pytest.approx(skm.accuracy_score(y, p.argmax(axis=1)))
+
+
+def test_log_loss_of_zero_probability_is_finite():
+    assert metrics.log_loss(np.array([[1.0, 0.0]]), [1]) == pytest.approx(708.3964, abs=1e-3)
+
+
+def test_true_errors_vanish_for_the_true_map_only(synthetic):
+    c = synthetic.true_map(synthetic.probs_test)
+    assert metrics.true_confidence_ce(c, c) == 0.0
+    assert metrics.true_classwise_ce(c, c) == 0.0
+    assert metrics.true_confidence_ce(synthetic.probs_test, c) > 0.05
+
+
+def test_true_confidence_ce_hand_example():
+    p = np.array([[0.7, 0.2, 0.1], [0.2, 0.3, 0.5]])
+    c = np.array([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]])
+    assert metrics.true_confidence_ce(p, c) == pytest.approx((0.2 + 0.1) / 2)
+    assert metrics.true_confidence_ce(p, c, alpha=2) == pytest.approx(np.sqrt((0.04 + 0.01) / 2))
+    # per class mean |p - c|: (.2+0)/2, (.1+.1)/2, (.1+.1)/2 -> mean .1
+    assert metrics.true_classwise_ce(p, c) == pytest.approx(0.1)
+
+
+def _loss_gap_reference(p, target_rows, n_losses, seed):
+    """Zhao et al.'s definition, one loss at a time."""
+    losses = np.random.default_rng(seed).standard_normal((n_losses, p.shape[1], 2))
+    gaps = []
+    for L in losses:
+        d = (p @ L).argmin(axis=1)
+        predicted = (p @ L)[np.arange(len(p)), d].mean()
+        actual = (target_rows @ L)[np.arange(len(p)), d].mean()
+        gaps.append(abs(predicted - actual))
+    return np.mean(gaps)
+
+
+def test_average_loss_gap_matches_reference_loop(scored, synthetic):
+    p, y = scored
+    one_hot = np.eye(p.shape[1])[y]
+    assert metrics.average_loss_gap(p, y, n_losses=120) == pytest.approx(
+        _loss_gap_reference(p, one_hot, 120, 0), rel=1e-12)
+    q = synthetic.probs_test[:3000]
+    c = synthetic.true_map(q)
+    assert metrics.average_loss_gap(q, true_probs=c, n_losses=70, seed=3) == pytest.approx(
+        _loss_gap_reference(q, c, 70, 3), rel=1e-12)
+
+
+def test_average_loss_gap_is_zero_for_true_map_and_empirical_close_to_exact(synthetic):
+    c = synthetic.true_map(synthetic.probs_test)
+    assert metrics.average_loss_gap(c, true_probs=c) == 0.0
+    exact = metrics.average_loss_gap(synthetic.probs_test, true_probs=c)
+    empirical = metrics.average_loss_gap(synthetic.probs_test, synthetic.y_test)
+    assert empirical == pytest.approx(exact, abs=0.01)
+
+
+def test_empirical_risk_zero_one_is_error_rate(scored):
+    p, y = scored
+    from calbench.decision import zero_one, zero_one_reject
+
+    assert metrics.empirical_risk(p, y, loss_matrix=zero_one(5)) == pytest.approx(
+        1 - metrics.accuracy(p, y))
+    # With reject cost 0 everything is rejected at no cost.
+    assert metrics.empirical_risk(p, y, loss_matrix=zero_one_reject(5, 0.0)) == 0.0
+    assert metrics.empirical_risk(p, y, loss_matrix=zero_one(5), reduction="sum") == \
+        pytest.approx(len(y) * (1 - metrics.accuracy(p, y)))
+
+
+@pytest.mark.parametrize("name", sorted(metrics.METRICS))
+def test_every_metric_returns_a_finite_float(name, scored):
+    p, y = scored
+    from calbench.decision import zero_one
+
+    out = metrics.evaluate({name: {}}, p, y=y, true_probs=p[::-1].copy(),
+                           reference_probs=p[::-1].copy(), loss_matrix=zero_one(5))
+    assert isinstance(out[name], float) and np.isfinite(out[name])
+
+
+def test_option_errors_use_one_format(scored):
+    p, y = scored
+    with pytest.raises(CalbenchError, match=r"The 'n_bins' parameter of confidence_ece must be "
+                                            r"an int >= 1. Got 0 instead."):
+        metrics.confidence_ece(p, y, n_bins=0)
+    with pytest.raises(CalbenchError, match="'binning' parameter of classwise_ece must be one of"):
+        metrics.classwise_ece(p, y, binning="quantile")
+    with pytest.raises(CalbenchError, match="simplex"):
+        metrics.brier(p * 2, y)
+    with pytest.raises(CalbenchError, match="Unknown metric"):
+        metrics.evaluate({"ece": {}}, p, y=y)
