@@ -16,8 +16,11 @@ LOADERS = {
 }
 
 
-def load_dataset(name: str, **options) -> Dataset:
-    """Load a data set by loader name, e.g. ``load_dataset("synthetic_dirichlet", seed=0)``."""
+def load_dataset(name: str, /, **options) -> Dataset:
+    """Load a data set by loader name, e.g. ``load_dataset("synthetic_dirichlet", seed=0)``.
+
+    ``options`` go to the loader (``path=...``, ``seed=...``; ``name=`` renames the set).
+    """
     if name not in LOADERS:
         raise CalbenchError(
             f"Unknown dataset loader {name!r}; known: {', '.join(sorted(LOADERS))}."

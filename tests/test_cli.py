@@ -1,0 +1,89 @@
+"""The command line as a user meets it (subprocesses, small synthetic data)."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+SMALL = "dataset.n_test=2000"
+
+
+def calbench(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "calbench.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=600)
+
+
+def stored(results):
+    files = sorted((results / "store").glob("*.csv"))
+    return pd.concat([pd.read_csv(f) for f in files]) if files else pd.DataFrame()
+
+
+def test_default_run_prints_summary_and_stores_rows(tmp_path):
+    out = calbench("run", SMALL, f"results_dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    assert "default | synthetic_dirichlet | ts" in out.stdout
+    assert "true_confidence_ce" in out.stdout
+    rows = stored(tmp_path)
+    assert set(rows["method"]) == {"ts"} and rows["metric"].is_unique
+
+
+def test_help_and_cfg_job():
+    out = calbench("run", "--help")
+    assert out.returncode == 0 and "method:" in out.stdout and "dir_odir" in out.stdout
+    out = calbench("run", "--cfg", "job", "method=dir_odir")
+    assert out.returncode == 0 and "calibrator: dir_odir" in out.stdout
+
+
+def test_unknown_method_gets_hydras_message():
+    out = calbench("run", "method=nope")
+    assert out.returncode != 0
+    assert "Could not find 'method/nope'" in out.stderr and "dir_odir" in out.stderr
+
+
+def test_bad_data_is_one_line_and_leaves_no_results(tmp_path):
+    out = calbench("run", "dataset=npz", f"dataset.path={tmp_path}/none.npz",
+                   f"results_dir={tmp_path}")
+    assert out.returncode == 2
+    assert out.stderr.startswith("calbench: error: npz dataset file")
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "store").exists()
+
+
+def test_multirun_sweep_and_resume(tmp_path):
+    out = calbench("run", "-m", "method=ts,vs", SMALL, f"results_dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    assert set(stored(tmp_path)["method"]) == {"ts", "vs"}
+    out = calbench("run", "-m", "method=ts,vs,bcts", SMALL, f"results_dir={tmp_path}")
+    assert out.stdout.count("already in the store") == 2
+    rows = stored(tmp_path)
+    assert rows.groupby(["method", "metric"]).size().eq(1).all()
+
+
+def test_experiment_preset_then_tables(tmp_path):
+    out = calbench("run", "experiment=valk_synthetic", "dataset.n_test=5000",
+                   f"results_dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    out = calbench("tables", "--results-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    md = (tmp_path / "tables" / "valk_synthetic_table1.md").read_text()
+    assert "|  | uncal | TS | VS | BCTS | DIR | cal |" in md
+    for row in ("confidence CE", "classwise CE", "Brier score", "log-loss", "accuracy",
+                "average loss gap", "average rank"):
+        assert f"| {row} |" in md
+    assert (tmp_path / "tables" / "valk_synthetic_table1.tex").is_file()
+
+
+def test_tables_without_results_says_what_to_run(tmp_path):
+    out = calbench("tables", "--results-dir", str(tmp_path))
+    assert out.returncode == 2 and "calbench run experiment=" in out.stderr
+
+
+def test_joblib_launcher_two_jobs_keeps_every_row_once(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    out = calbench("run", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                   "method=ts,vs,bcts,dir", SMALL, f"results_dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    rows = stored(tmp_path)
+    assert set(rows["method"]) == {"ts", "vs", "bcts", "dir"}
+    assert rows.groupby(["method", "metric"]).size().eq(1).all()

@@ -1,0 +1,79 @@
+"""Ranking and the table layouts, on hand-made stores."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calbench.tables.layouts import build_table
+from calbench.tables.ranking import average_ranks, rank_row
+from calbench.tables.render import to_csv, to_latex, to_markdown
+
+
+def test_ties_share_the_best_rank_on_shown_values():
+    # Valk Table 1 accuracy row: .624 .624 .627 .624 .626 .625 .625 .625 -> 6 6 1 6 2 3 3 3
+    row = [0.6241, 0.6238, 0.627, 0.624, 0.626, 0.625, 0.6251, 0.6249]
+    np.testing.assert_array_equal(rank_row(row, True, 3), [6, 6, 1, 6, 2, 3, 3, 3])
+    np.testing.assert_array_equal(rank_row([0.2, np.nan, 0.1], False, 3), [2, np.nan, 1])
+    np.testing.assert_allclose(average_ranks(np.array([[1, 2], [3, np.nan]])), [2, 2])
+
+
+def _rows(values):
+    records = []
+    for (dataset, method, metric), value in values.items():
+        for fold, delta in enumerate((-0.001, 0.001)):
+            records.append({"experiment": "e", "dataset": dataset, "method": method,
+                            "metric": metric, "fold": fold, "value": value + delta})
+    return pd.DataFrame(records)
+
+
+def direction(metric):
+    return metric == "accuracy"
+
+
+def test_metrics_by_method_layout():
+    rows = _rows({("d", "a", "log_loss"): 0.5, ("d", "b", "log_loss"): 0.4,
+                  ("d", "c", "log_loss"): 0.3, ("d", "a", "accuracy"): 0.9,
+                  ("d", "b", "accuracy"): 0.8, ("d", "c", "accuracy"): 0.95})
+    spec = {"name": "t", "experiment": "e", "layout": "metrics_by_method", "dataset": "d",
+            "columns": {"a": "A", "b": "B", "c": "ref", "zz": "Missing"}, "unranked": ["c"],
+            "rows": {"log_loss": "log-loss", "accuracy": "accuracy"}, "decimals": 3}
+    table = build_table(spec, rows, direction)
+    assert table.columns == ["A", "B", "ref"]
+    np.testing.assert_allclose(table.values[:, 0], [0.5, 0.9])  # mean over folds
+    np.testing.assert_array_equal(table.ranks[:, :2], [[2, 1], [1, 2]])
+    assert np.isnan(table.ranks[:, 2]).all()
+    md = to_markdown(table)
+    assert "| log-loss | 0.500<sub>2</sub> | **0.400**<sub>1</sub> | 0.300 |" in md
+    assert "| average rank | 1.5 | 1.5 |  |" in md
+    assert "Not yet in the store: method zz." in md
+    assert r"\textbf{0.400}$_{1}$" in to_latex(table)
+    csv = to_csv(table)
+    assert "log-loss,A,0.5" in csv
+
+
+def test_datasets_by_method_groups_with_average_rank_per_group():
+    values = {}
+    for ds, (x, y) in {"c10_a": (1.0, 2.0), "c10_b": (3.0, 1.0), "c100_a": (5.0, 6.0)}.items():
+        values[(ds, "m1", "classwise_ece")] = x / 100
+        values[(ds, "m2", "classwise_ece")] = y / 100
+    spec = {"name": "t", "experiment": "e", "layout": "datasets_by_method",
+            "metric": "classwise_ece", "scale": 100, "decimals": 2,
+            "columns": {"m1": "M1", "m2": "M2"},
+            "rows": {"c10_a": ["C-10", "A"], "c10_b": ["C-10", "B"], "c100_a": ["C-100", "A"]}}
+    table = build_table(spec, _rows(values), direction)
+    np.testing.assert_allclose(table.values[:, 0], [1.0, 3.0, 5.0])
+    groups = dict(table.average_rows)
+    np.testing.assert_allclose(groups["C-10"], [1.5, 1.5])
+    np.testing.assert_allclose(groups["C-100"], [1, 2])
+    md = to_markdown(table)
+    assert "| C-10 | A | **1.00**<sub>1</sub> | 2.00<sub>2</sub> |" in md
+    assert "|  | B | 3.00<sub>2</sub> | **1.00**<sub>1</sub> |" in md
+
+
+def test_table_without_any_method_says_what_to_run():
+    from calbench.errors import CalbenchError
+
+    spec = {"name": "t", "experiment": "valk_synthetic", "layout": "metrics_by_method",
+            "dataset": "d", "columns": {"x": "X"}, "rows": {"brier": "Brier"}, "decimals": 3}
+    with pytest.raises(CalbenchError, match="calbench run experiment=valk_synthetic"):
+        build_table(spec, _rows({("d", "a", "brier"): 0.1}), direction)
