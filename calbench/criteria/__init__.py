@@ -1,20 +1,51 @@
 """Criteria a parametric calibration map is fitted to minimise.
 
-A criterion is ``f(logits, y) -> scalar tensor`` on the calibrated logits of the
-calibration samples; torch autograd supplies the gradient. Registered by name once.
+A criterion is ``f(logits, y) -> (value, gradient)``: the loss of the calibrated logits of
+the calibration samples and its gradient with respect to those logits, ndarray of shape
+(n_samples, n_classes). The map then applies its own chain rule. ``nll`` is in closed
+form; criteria written in torch get their gradient from autograd through `from_torch`.
+Registered by name once.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 
 from calbench.errors import CalbenchError
 
+_EXP_FLOOR = -700.0
 
-def nll(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood (log-loss) of the labels."""
-    return F.cross_entropy(logits, y)
+
+def nll(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Mean negative log-likelihood (log-loss) and its gradient ``(softmax - onehot) / n``."""
+    n = len(y)
+    rows = np.arange(n)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    label_logit = shifted[rows, y]
+    # exp(-700) is still a normal float: below it exp() would return subnormals, which
+    # slow every later product by an order of magnitude, and they weigh nothing here.
+    np.maximum(shifted, _EXP_FLOOR, out=shifted)
+    grad = np.exp(shifted, out=shifted)
+    norm = grad.sum(axis=1)
+    value = float((np.log(norm) - label_logit).mean())
+    grad /= norm[:, None]
+    grad[rows, y] -= 1.0
+    grad /= n
+    return value, grad
+
+
+def from_torch(loss_fn):
+    """Wrap ``loss_fn(logits: Tensor, y: Tensor) -> scalar Tensor`` as a criterion."""
+
+    def criterion(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+        out = torch.from_numpy(logits).requires_grad_(True)
+        value = loss_fn(out, torch.from_numpy(y))
+        value.backward()
+        return float(value), out.grad.numpy()
+
+    criterion.__doc__ = loss_fn.__doc__
+    return criterion
 
 
 CRITERIA = {"nll": nll}

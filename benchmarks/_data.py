@@ -1,0 +1,31 @@
+"""Realistic over-confident logits at the papers' scales, generated from a seed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.data.synthetic import sample_labels
+from calbench.simplex import softmax
+
+SCALES = {
+    "cifar10": (5000, 10000, 10),
+    "cifar100": (5000, 10000, 100),
+    "imagenet": (25000, 25000, 1000),
+}
+
+
+def overconfident_logits(scale: str, seed: int = 0):
+    """(logits_cal, y_cal, logits_test, y_test) of an over-confident net, about 70% right.
+
+    True posteriors are ``softmax(u)`` with one favoured class per sample; labels are drawn
+    from them. The net reports ``z = 2.5 u + bias``: too sharp (temperature scaling needs
+    t ~ 2.5) and with a per-class bias, so per-class maps have something to learn too.
+    """
+    n_cal, n_test, k = SCALES[scale]
+    rng = np.random.default_rng(seed)
+    n = n_cal + n_test
+    u = rng.normal(size=(n, k))
+    u[np.arange(n), rng.integers(0, k, n)] += np.log(k) + 1.5
+    y = sample_labels(softmax(u), rng)
+    z = 2.5 * u + rng.normal(scale=0.5, size=k)
+    return z[:n_cal], y[:n_cal], z[n_cal:], y[n_cal:]
