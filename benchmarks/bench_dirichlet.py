@@ -37,8 +37,9 @@ def peer_fit(name, zc, yc, zt, reg_lambda, reg_mu):
 
     k = zc.shape[1]
     features = log_softmax if name == "dir_odir" else (lambda z: z)
-    model = MultinomialRegression(method="Full", reg_lambda=reg_lambda / (k * (k - 1)),
-                                  reg_mu=reg_mu / k)
+    model = MultinomialRegression(
+        method="Full", reg_lambda=reg_lambda / (k * (k - 1)), reg_mu=reg_mu / k
+    )
     start = time.perf_counter()
     model.fit(features(zc), yc)
     seconds = time.perf_counter() - start
@@ -71,29 +72,45 @@ def main() -> None:
             start = time.perf_counter()
             cal.fit(zc, yc)
             ours = time.perf_counter() - start
-            row = {"scale": scale, "n_cal": len(yc), "n_classes": zc.shape[1], "method": name,
-                   "reg_lambda": args.reg_lambda, "reg_mu": args.reg_mu,
-                   "uncal_log_loss": uncal, "calbench_seconds": ours,
-                   "calbench_iterations": cal.n_iter_,
-                   "calbench_log_loss": log_loss(cal.predict_proba(zt), yt)}
+            row = {
+                "scale": scale,
+                "n_cal": len(yc),
+                "n_classes": zc.shape[1],
+                "method": name,
+                "reg_lambda": args.reg_lambda,
+                "reg_mu": args.reg_mu,
+                "uncal_log_loss": uncal,
+                "calbench_seconds": ours,
+                "calbench_iterations": cal.n_iter_,
+                "calbench_log_loss": log_loss(cal.predict_proba(zt), yt),
+            }
             if have_peer:
                 seconds, probs = peer_fit(name, zc, yc, zt, args.reg_lambda, args.reg_mu)
-                row.update(peer="dirichletcal", peer_seconds=seconds,
-                           peer_log_loss=log_loss(probs, yt), speedup=seconds / ours)
+                row.update(
+                    peer="dirichletcal",
+                    peer_seconds=seconds,
+                    peer_log_loss=log_loss(probs, yt),
+                    speedup=seconds / ours,
+                )
             records.append(row)
-            print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()},
-                  flush=True)
+            print(
+                {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True
+            )
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(records)
     frame.to_csv(out / "dirichlet.csv", index=False)
-    machine = (f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch "
-               f"threads, Python {platform.python_version()}, torch {torch.__version__}, "
-               f"numpy {np.__version__}, calbench {__version__}")
+    machine = (
+        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch "
+        f"threads, Python {platform.python_version()}, torch {torch.__version__}, "
+        f"numpy {np.__version__}, calbench {__version__}"
+    )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    text = (f"# dir_odir / ms_odir fit time\n\nMachine: {machine}. Peak resident memory "
-            f"{peak_mb:.0f} MB.\n\n{frame.to_markdown(index=False, floatfmt='.4g')}\n")
+    text = (
+        f"# dir_odir / ms_odir fit time\n\nMachine: {machine}. Peak resident memory "
+        f"{peak_mb:.0f} MB.\n\n{frame.to_markdown(index=False, floatfmt='.4g')}\n"
+    )
     (out / "dirichlet.md").write_text(text)
     print(text)
 

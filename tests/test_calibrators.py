@@ -25,18 +25,24 @@ def test_temperature_scaling_worked_example_valk_2_5_2():
     # z = (6, 4, 2) with t = 2 gives about (0.67, 0.24, 0.09); t = 0.5 gives (0.98, 0.02, 0.00).
     ts = make_calibrator("ts").fit(np.array([[6.0, 4, 2], [2, 4, 6]]), [0, 2])
     ts.log_temperature_ = np.log(2.0)
-    np.testing.assert_allclose(ts.predict_proba(np.array([[6.0, 4, 2]])), [[0.67, 0.24, 0.09]],
-                               atol=0.005)
+    np.testing.assert_allclose(
+        ts.predict_proba(np.array([[6.0, 4, 2]])), [[0.67, 0.24, 0.09]], atol=0.005
+    )
     ts.log_temperature_ = np.log(0.5)
-    np.testing.assert_allclose(ts.predict_proba(np.array([[6.0, 4, 2]])), [[0.98, 0.02, 0.00]],
-                               atol=0.005)
+    np.testing.assert_allclose(
+        ts.predict_proba(np.array([[6.0, 4, 2]])), [[0.98, 0.02, 0.00]], atol=0.005
+    )
 
 
 def test_temperature_matches_one_dimensional_search(rng):
     z, y = overconfident_logits(rng, 4000, 10)
     ts = make_calibrator("ts").fit(z, y)
-    ref = minimize_scalar(lambda t: _nll(softmax(z / t), y), bounds=(0.05, 20), method="bounded",
-                          options={"xatol": 1e-10})
+    ref = minimize_scalar(
+        lambda t: _nll(softmax(z / t), y),
+        bounds=(0.05, 20),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
     assert ts.temperature_ > 1.2  # over-confident logits need t > 1
     assert ts.temperature_ == pytest.approx(ref.x, rel=1e-5)
 
@@ -57,12 +63,12 @@ def test_dir_l2_is_multinomial_logistic_regression_on_log_probs(rng):
     # sklearn minimises 0.5 ||W||^2 + C sum_i loss_i: the same model when C = 1 / (2 n lambda).
     peer = LogisticRegression(C=1 / (2 * len(y) * reg_lambda), tol=1e-12, max_iter=10_000)
     peer.fit(log_softmax(z), y)
-    np.testing.assert_allclose(ours.predict_proba(z), peer.predict_proba(log_softmax(z)),
-                               atol=1e-6)
+    np.testing.assert_allclose(ours.predict_proba(z), peer.predict_proba(log_softmax(z)), atol=1e-6)
     # The default tolerance stops earlier, still well within what any metric resolves.
     default = make_calibrator("dir_l2", reg_lambda=reg_lambda).fit(z, y)
-    np.testing.assert_allclose(default.predict_proba(z), peer.predict_proba(log_softmax(z)),
-                               atol=1e-3)
+    np.testing.assert_allclose(
+        default.predict_proba(z), peer.predict_proba(log_softmax(z)), atol=1e-3
+    )
 
 
 def _odir_objective(theta, x, y, k, lam, mu):
@@ -81,8 +87,9 @@ def test_odir_minimises_kull_objective(rng, name):
     ours = make_calibrator(name, reg_lambda=lam, reg_mu=mu).fit(z, y)
     x = log_softmax(z) if name == "dir_odir" else z
     theta0 = np.concatenate([np.eye(k).ravel(), np.zeros(k)])
-    ref = minimize(_odir_objective, theta0, args=(x, y, k, lam, mu), method="BFGS",
-                   options={"gtol": 1e-9})
+    ref = minimize(
+        _odir_objective, theta0, args=(x, y, k, lam, mu), method="BFGS", options={"gtol": 1e-9}
+    )
     theta = np.concatenate([ours.coef_.ravel(), ours.intercept_])
     assert _odir_objective(theta, x, y, k, lam, mu) <= ref.fun + 1e-9
     w, b = ref.x[: k * k].reshape(k, k), ref.x[k * k :]
@@ -114,8 +121,10 @@ def test_scaling_maps_are_stationary_points(rng, name):
         return _nll(softmax(z * scale / t + out.get("intercept_", 0.0)), y)
 
     eps = 1e-6
-    grad = [(objective(flat + eps * e) - objective(flat - eps * e)) / (2 * eps)
-            for e in np.eye(len(flat))]
+    grad = [
+        (objective(flat + eps * e) - objective(flat - eps * e)) / (2 * eps)
+        for e in np.eye(len(flat))
+    ]
     assert np.abs(grad).max() < 1e-5
 
 
@@ -138,8 +147,11 @@ def test_true_map_has_zero_error_and_needs_a_map(synthetic):
 
 
 def _instance(name, synthetic):
-    return make_calibrator(name, true_map=synthetic.true_map) if name == "true_map" \
+    return (
+        make_calibrator(name, true_map=synthetic.true_map)
+        if name == "true_map"
         else make_calibrator(name)
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CALIBRATORS))
@@ -163,8 +175,12 @@ def test_contract(name, synthetic, rng):
 @pytest.mark.parametrize("name", ["ts", "dir_l2", "dir_odir"])
 def test_works_inside_grid_search(name, synthetic):
     grid = {"tol": [1e-6, 1e-8]} if name == "ts" else {"reg_lambda": [1e-3, 1.0]}
-    search = GridSearchCV(make_calibrator(name), grid, scoring="neg_log_loss",
-                          cv=StratifiedKFold(3, shuffle=True, random_state=0))
+    search = GridSearchCV(
+        make_calibrator(name),
+        grid,
+        scoring="neg_log_loss",
+        cv=StratifiedKFold(3, shuffle=True, random_state=0),
+    )
     search.fit(synthetic.logits_cal[:900], synthetic.y_cal[:900])
     assert np.isfinite(search.best_score_)
 

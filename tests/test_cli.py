@@ -10,8 +10,13 @@ SMALL = "dataset.n_test=2000"
 
 
 def calbench(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "calbench.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "calbench.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
 
 
 def stored(results):
@@ -42,8 +47,9 @@ def test_unknown_method_gets_hydras_message():
 
 
 def test_bad_data_is_one_line_and_leaves_no_results(tmp_path):
-    out = calbench("run", "dataset=npz", f"dataset.path={tmp_path}/none.npz",
-                   f"results_dir={tmp_path}")
+    out = calbench(
+        "run", "dataset=npz", f"dataset.path={tmp_path}/none.npz", f"results_dir={tmp_path}"
+    )
     assert out.returncode == 2
     assert out.stderr.startswith("calbench: error: npz dataset file")
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
@@ -61,15 +67,23 @@ def test_multirun_sweep_and_resume(tmp_path):
 
 
 def test_experiment_preset_then_tables(tmp_path):
-    out = calbench("run", "experiment=valk_synthetic", "dataset.n_test=5000",
-                   f"results_dir={tmp_path}")
+    out = calbench(
+        "run", "experiment=valk_synthetic", "dataset.n_test=5000", f"results_dir={tmp_path}"
+    )
     assert out.returncode == 0, out.stderr
     out = calbench("tables", "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     md = (tmp_path / "tables" / "valk_synthetic_table1.md").read_text()
     assert "|  | uncal | TS | VS | BCTS | DIR | cal |" in md
-    for row in ("confidence CE", "classwise CE", "Brier score", "log-loss", "accuracy",
-                "average loss gap", "average rank"):
+    for row in (
+        "confidence CE",
+        "classwise CE",
+        "Brier score",
+        "log-loss",
+        "accuracy",
+        "average loss gap",
+        "average rank",
+    ):
         assert f"| {row} |" in md
     assert (tmp_path / "tables" / "valk_synthetic_table1.tex").is_file()
 
@@ -81,8 +95,15 @@ def test_tables_without_results_says_what_to_run(tmp_path):
 
 def test_joblib_launcher_two_jobs_keeps_every_row_once(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    out = calbench("run", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-                   "method=ts,vs,bcts,dir", SMALL, f"results_dir={tmp_path}")
+    out = calbench(
+        "run",
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "method=ts,vs,bcts,dir",
+        SMALL,
+        f"results_dir={tmp_path}",
+    )
     assert out.returncode == 0, out.stderr
     rows = stored(tmp_path)
     assert set(rows["method"]) == {"ts", "vs", "bcts", "dir"}

@@ -31,8 +31,9 @@ def test_synthetic_labels_follow_the_true_map(synthetic):
     # Observed class frequencies within bins of c_1 match c_1.
     for lo in (0.1, 0.4, 0.7):
         inside = (c[:, 0] >= lo) & (c[:, 0] < lo + 0.1)
-        assert (synthetic.y_test[inside] == 0).mean() == pytest.approx(c[inside, 0].mean(),
-                                                                       abs=0.03)
+        assert (synthetic.y_test[inside] == 0).mean() == pytest.approx(
+            c[inside, 0].mean(), abs=0.03
+        )
 
 
 def test_true_map_is_overconfident_asymmetric_and_outside_dirichlet_family(synthetic):
@@ -53,14 +54,18 @@ def test_true_map_is_overconfident_asymmetric_and_outside_dirichlet_family(synth
 def test_npz_with_logits_and_with_probabilities(tmp_path, rng):
     z = rng.normal(size=(40, 4))
     y = rng.integers(0, 4, 40)
-    np.savez(tmp_path / "a.npz", logits_cal=z[:20], y_cal=y[:20], logits_test=z[20:],
-             y_test=y[20:])
+    np.savez(tmp_path / "a.npz", logits_cal=z[:20], y_cal=y[:20], logits_test=z[20:], y_test=y[20:])
     ds = load_dataset("npz", path=tmp_path / "a.npz")
     assert ds.name == "a" and ds.is_logits and ds.n_classes == 4
     np.testing.assert_array_equal(ds.logits_cal, z[:20])
     probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-    np.savez(tmp_path / "b.npz", probs_cal=probs[:20], y_cal=y[:20].astype(float),
-             probs_test=probs[20:], y_test=y[20:, None])
+    np.savez(
+        tmp_path / "b.npz",
+        probs_cal=probs[:20],
+        y_cal=y[:20].astype(float),
+        probs_test=probs[20:],
+        y_test=y[20:, None],
+    )
     ds = load_dataset("npz", path=tmp_path / "b.npz", name="mine")
     assert ds.name == "mine" and not ds.is_logits
     np.testing.assert_allclose(ds.probs_test, probs[20:], atol=1e-12)
@@ -85,18 +90,27 @@ def _save(path, **arrays):
 @pytest.mark.parametrize(
     "arrays,message",
     [
-        ({"logits_cal": np.zeros(5), "y_cal": np.zeros(5, int)}, "shape \\(n_samples, n_classes\\)"),
+        (
+            {"logits_cal": np.zeros(5), "y_cal": np.zeros(5, int)},
+            "shape \\(n_samples, n_classes\\)",
+        ),
         ({"logits_cal": np.full((5, 3), np.nan)}, "NaN or infinite"),
-        ({"logits_cal": np.zeros((5, 3)), "y_cal": np.array([0, 1, 2, 3, 0])},
-         "labels outside 0..2"),
+        (
+            {"logits_cal": np.zeros((5, 3)), "y_cal": np.array([0, 1, 2, 3, 0])},
+            "labels outside 0..2",
+        ),
         ({"y_cal": np.zeros(4, int)}, "4 labels but the scores have 5 rows"),
         ({"logits_test": np.zeros((5, 4))}, "3 classes but logits_test has 4"),
         ({"y_cal": np.array([0.5, 1, 2, 0, 1])}, "integer class labels"),
     ],
 )
 def test_bad_npz_names_field_and_fix(tmp_path, arrays, message):
-    base = {"logits_cal": np.zeros((5, 3)), "y_cal": np.arange(5) % 3,
-            "logits_test": np.zeros((5, 3)), "y_test": np.arange(5) % 3}
+    base = {
+        "logits_cal": np.zeros((5, 3)),
+        "y_cal": np.arange(5) % 3,
+        "logits_test": np.zeros((5, 3)),
+        "y_test": np.arange(5) % 3,
+    }
     base.update(arrays)
     path = _save(tmp_path / "bad.npz", **base)
     with pytest.raises(CalbenchError, match=message) as err:
@@ -106,8 +120,9 @@ def test_bad_npz_names_field_and_fix(tmp_path, arrays, message):
 
 def test_probabilities_that_do_not_sum_to_one(tmp_path):
     p = np.full((4, 2), 0.4)
-    path = _save(tmp_path / "p.npz", probs_cal=p, y_cal=[0, 1, 0, 1], probs_test=p,
-                 y_test=[0, 1, 0, 1])
+    path = _save(
+        tmp_path / "p.npz", probs_cal=p, y_cal=[0, 1, 0, 1], probs_test=p, y_test=[0, 1, 0, 1]
+    )
     with pytest.raises(CalbenchError, match="probs_cal must sum to 1.*sums to 0.8.*Renormalise"):
         load_dataset("npz", path=path)
 

@@ -23,8 +23,9 @@ def test_confidence_ece_matches_torchmetrics(scored, n_bins, alpha, norm):
     torch = pytest.importorskip("torch")
     tm = pytest.importorskip("torchmetrics.functional.classification")
     p, y = scored
-    ref = tm.multiclass_calibration_error(torch.from_numpy(p), torch.from_numpy(y),
-                                          num_classes=5, n_bins=n_bins, norm=norm)
+    ref = tm.multiclass_calibration_error(
+        torch.from_numpy(p), torch.from_numpy(y), num_classes=5, n_bins=n_bins, norm=norm
+    )
     ours = metrics.confidence_ece(p, y, n_bins=n_bins, alpha=alpha)
     assert ours == pytest.approx(float(ref), abs=1e-6)
 
@@ -36,8 +37,9 @@ def test_confidence_ece_edges_match_torchmetrics():
     conf = np.array([0.5, 0.5, 0.6, 0.7, 0.9, 0.8, 0.55, 0.95])
     p = np.column_stack([conf, 1 - conf])
     y = np.array([0, 1, 0, 1, 0, 0, 1, 1])
-    ref = tm.multiclass_calibration_error(torch.from_numpy(p), torch.from_numpy(y),
-                                          num_classes=2, n_bins=10, norm="l1")
+    ref = tm.multiclass_calibration_error(
+        torch.from_numpy(p), torch.from_numpy(y), num_classes=2, n_bins=10, norm="l1"
+    )
     assert metrics.confidence_ece(p, y, n_bins=10) == pytest.approx(float(ref), abs=1e-7)
 
 
@@ -140,11 +142,13 @@ def test_average_loss_gap_matches_reference_loop(scored, synthetic):
     p, y = scored
     one_hot = np.eye(p.shape[1])[y]
     assert metrics.average_loss_gap(p, y, n_losses=120) == pytest.approx(
-        _loss_gap_reference(p, one_hot, 120, 0), rel=1e-12)
+        _loss_gap_reference(p, one_hot, 120, 0), rel=1e-12
+    )
     q = synthetic.probs_test[:3000]
     c = synthetic.true_map(q)
     assert metrics.average_loss_gap(q, true_probs=c, n_losses=70, seed=3) == pytest.approx(
-        _loss_gap_reference(q, c, 70, 3), rel=1e-12)
+        _loss_gap_reference(q, c, 70, 3), rel=1e-12
+    )
 
 
 def test_average_loss_gap_is_zero_for_true_map_and_empirical_close_to_exact(synthetic):
@@ -160,11 +164,13 @@ def test_empirical_risk_zero_one_is_error_rate(scored):
     from calbench.decision import zero_one, zero_one_reject
 
     assert metrics.empirical_risk(p, y, loss_matrix=zero_one(5)) == pytest.approx(
-        1 - metrics.accuracy(p, y))
+        1 - metrics.accuracy(p, y)
+    )
     # With reject cost 0 everything is rejected at no cost.
     assert metrics.empirical_risk(p, y, loss_matrix=zero_one_reject(5, 0.0)) == 0.0
-    assert metrics.empirical_risk(p, y, loss_matrix=zero_one(5), reduction="sum") == \
-        pytest.approx(len(y) * (1 - metrics.accuracy(p, y)))
+    assert metrics.empirical_risk(p, y, loss_matrix=zero_one(5), reduction="sum") == pytest.approx(
+        len(y) * (1 - metrics.accuracy(p, y))
+    )
 
 
 @pytest.mark.parametrize("name", sorted(metrics.METRICS))
@@ -172,15 +178,24 @@ def test_every_metric_returns_a_finite_float(name, scored):
     p, y = scored
     from calbench.decision import zero_one
 
-    out = metrics.evaluate({name: {}}, p, y=y, true_probs=p[::-1].copy(),
-                           reference_probs=p[::-1].copy(), loss_matrix=zero_one(5))
+    out = metrics.evaluate(
+        {name: {}},
+        p,
+        y=y,
+        true_probs=p[::-1].copy(),
+        reference_probs=p[::-1].copy(),
+        loss_matrix=zero_one(5),
+    )
     assert isinstance(out[name], float) and np.isfinite(out[name])
 
 
 def test_option_errors_use_one_format(scored):
     p, y = scored
-    with pytest.raises(CalbenchError, match=r"The 'n_bins' parameter of confidence_ece must be "
-                                            r"an int >= 1. Got 0 instead."):
+    with pytest.raises(
+        CalbenchError,
+        match=r"The 'n_bins' parameter of confidence_ece must be "
+        r"an int >= 1. Got 0 instead.",
+    ):
         metrics.confidence_ece(p, y, n_bins=0)
     with pytest.raises(CalbenchError, match="'binning' parameter of classwise_ece must be one of"):
         metrics.classwise_ece(p, y, binning="quantile")

@@ -34,8 +34,9 @@ def test_inner_cv_picks_the_grid_point_with_lowest_out_of_fold_log_loss(rng):
     for lam in grid["reg_lambda"]:
         oof = np.empty((len(y), 4))
         for fit, held in StratifiedKFold(3, shuffle=True, random_state=0).split(z, y):
-            oof[held] = make_calibrator("dir_l2", reg_lambda=lam).fit(z[fit], y[fit]) \
-                .predict_proba(z[held])
+            oof[held] = (
+                make_calibrator("dir_l2", reg_lambda=lam).fit(z[fit], y[fit]).predict_proba(z[held])
+            )
         scores[lam] = log_loss(oof, y)
     assert chosen["reg_lambda"] == min(scores, key=scores.get)
     assert model.reg_lambda == chosen["reg_lambda"]
@@ -43,8 +44,9 @@ def test_inner_cv_picks_the_grid_point_with_lowest_out_of_fold_log_loss(rng):
 
 def test_averaged_inner_models(rng):
     z, y = overconfident_logits(rng, 300, 3)
-    model, _ = select_and_fit(make_calibrator("ts"), {}, z, y, inner_folds=3,
-                              average_inner_models=True)
+    model, _ = select_and_fit(
+        make_calibrator("ts"), {}, z, y, inner_folds=3, average_inner_models=True
+    )
     assert isinstance(model, AveragedCalibrator) and len(model.members) == 3
     expected = np.mean([m.predict_proba(z) for m in model.members], axis=0)
     np.testing.assert_allclose(model.predict_proba(z), expected)

@@ -21,8 +21,16 @@ def _rows(values):
     records = []
     for (dataset, method, metric), value in values.items():
         for fold, delta in enumerate((-0.001, 0.001)):
-            records.append({"experiment": "e", "dataset": dataset, "method": method,
-                            "metric": metric, "fold": fold, "value": value + delta})
+            records.append(
+                {
+                    "experiment": "e",
+                    "dataset": dataset,
+                    "method": method,
+                    "metric": metric,
+                    "fold": fold,
+                    "value": value + delta,
+                }
+            )
     return pd.DataFrame(records)
 
 
@@ -31,12 +39,26 @@ def direction(metric):
 
 
 def test_metrics_by_method_layout():
-    rows = _rows({("d", "a", "log_loss"): 0.5, ("d", "b", "log_loss"): 0.4,
-                  ("d", "c", "log_loss"): 0.3, ("d", "a", "accuracy"): 0.9,
-                  ("d", "b", "accuracy"): 0.8, ("d", "c", "accuracy"): 0.95})
-    spec = {"name": "t", "experiment": "e", "layout": "metrics_by_method", "dataset": "d",
-            "columns": {"a": "A", "b": "B", "c": "ref", "zz": "Missing"}, "unranked": ["c"],
-            "rows": {"log_loss": "log-loss", "accuracy": "accuracy"}, "decimals": 3}
+    rows = _rows(
+        {
+            ("d", "a", "log_loss"): 0.5,
+            ("d", "b", "log_loss"): 0.4,
+            ("d", "c", "log_loss"): 0.3,
+            ("d", "a", "accuracy"): 0.9,
+            ("d", "b", "accuracy"): 0.8,
+            ("d", "c", "accuracy"): 0.95,
+        }
+    )
+    spec = {
+        "name": "t",
+        "experiment": "e",
+        "layout": "metrics_by_method",
+        "dataset": "d",
+        "columns": {"a": "A", "b": "B", "c": "ref", "zz": "Missing"},
+        "unranked": ["c"],
+        "rows": {"log_loss": "log-loss", "accuracy": "accuracy"},
+        "decimals": 3,
+    }
     table = build_table(spec, rows, direction)
     assert table.columns == ["A", "B", "ref"]
     np.testing.assert_allclose(table.values[:, 0], [0.5, 0.9])  # mean over folds
@@ -56,10 +78,16 @@ def test_datasets_by_method_groups_with_average_rank_per_group():
     for ds, (x, y) in {"c10_a": (1.0, 2.0), "c10_b": (3.0, 1.0), "c100_a": (5.0, 6.0)}.items():
         values[(ds, "m1", "classwise_ece")] = x / 100
         values[(ds, "m2", "classwise_ece")] = y / 100
-    spec = {"name": "t", "experiment": "e", "layout": "datasets_by_method",
-            "metric": "classwise_ece", "scale": 100, "decimals": 2,
-            "columns": {"m1": "M1", "m2": "M2"},
-            "rows": {"c10_a": ["C-10", "A"], "c10_b": ["C-10", "B"], "c100_a": ["C-100", "A"]}}
+    spec = {
+        "name": "t",
+        "experiment": "e",
+        "layout": "datasets_by_method",
+        "metric": "classwise_ece",
+        "scale": 100,
+        "decimals": 2,
+        "columns": {"m1": "M1", "m2": "M2"},
+        "rows": {"c10_a": ["C-10", "A"], "c10_b": ["C-10", "B"], "c100_a": ["C-100", "A"]},
+    }
     table = build_table(spec, _rows(values), direction)
     np.testing.assert_allclose(table.values[:, 0], [1.0, 3.0, 5.0])
     groups = dict(table.average_rows)
@@ -73,7 +101,14 @@ def test_datasets_by_method_groups_with_average_rank_per_group():
 def test_table_without_any_method_says_what_to_run():
     from calbench.errors import CalbenchError
 
-    spec = {"name": "t", "experiment": "valk_synthetic", "layout": "metrics_by_method",
-            "dataset": "d", "columns": {"x": "X"}, "rows": {"brier": "Brier"}, "decimals": 3}
+    spec = {
+        "name": "t",
+        "experiment": "valk_synthetic",
+        "layout": "metrics_by_method",
+        "dataset": "d",
+        "columns": {"x": "X"},
+        "rows": {"brier": "Brier"},
+        "decimals": 3,
+    }
     with pytest.raises(CalbenchError, match="calbench run experiment=valk_synthetic"):
         build_table(spec, _rows({("d", "a", "brier"): 0.1}), direction)

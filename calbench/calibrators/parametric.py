@@ -22,7 +22,6 @@ from calbench.criteria import get_criterion
 from calbench.errors import check_choice
 from calbench.simplex import log_softmax, softmax
 
-
 # Matrix products per iteration (n * k * k) above which BLAS may use every thread.
 _MULTITHREAD_FLOPS = 1e9
 
@@ -85,8 +84,12 @@ class ParametricCalibrator(Calibrator):
                 theta0,
                 jac=True,
                 method="L-BFGS-B",
-                options={"maxiter": self.max_iter, "maxcor": 20, "gtol": self.tol,
-                         "ftol": self.tol * 1e-4},
+                options={
+                    "maxiter": self.max_iter,
+                    "maxcor": 20,
+                    "gtol": self.tol,
+                    "ftol": self.tol * 1e-4,
+                },
             )
         # status 2 ("abnormal termination in line search") means no further decrease was
         # found at float64 precision, i.e. at the optimum; only running out of iterations
@@ -104,8 +107,9 @@ class ParametricCalibrator(Calibrator):
         self.loss_ = float(result.fun)
 
     def _predict_proba(self, logits):
-        params = {name: np.asarray(getattr(self, name)) for name in
-                  self._initial_params(self.n_classes_)}
+        params = {
+            name: np.asarray(getattr(self, name)) for name in self._initial_params(self.n_classes_)
+        }
         return softmax(self._forward(params, self._features(logits)))
 
 
@@ -147,8 +151,7 @@ class BiasCorrectedTemperatureScaling(TemperatureScaling):
 
     def _backward(self, params, x, out, grad_out):
         scaled = out - params["intercept_"]
-        return {"log_temperature_": -(grad_out * scaled).sum(),
-                "intercept_": grad_out.sum(axis=0)}
+        return {"log_temperature_": -(grad_out * scaled).sum(), "intercept_": grad_out.sum(axis=0)}
 
 
 class VectorScaling(TemperatureScaling):
@@ -188,8 +191,13 @@ class MatrixScaling(ParametricCalibrator):
     """
 
     def __init__(
-        self, regularization="odir", reg_lambda=0.0, reg_mu=0.0, criterion="nll",
-        max_iter=2000, tol=1e-6,
+        self,
+        regularization="odir",
+        reg_lambda=0.0,
+        reg_mu=0.0,
+        criterion="nll",
+        max_iter=2000,
+        tol=1e-6,
     ):
         self.regularization = regularization
         self.reg_lambda = reg_lambda

@@ -43,9 +43,7 @@ def load_npz(path, name: str | None = None) -> Dataset:
     has_logits = {"logits_cal", "logits_test"} <= keys
     has_probs = {"probs_cal", "probs_test"} <= keys
     if missing or not (has_logits or has_probs):
-        raise CalbenchError(
-            f"{str(p)!r} has keys {sorted(keys)}; calbench reads {NPZ_SCHEMA}."
-        )
+        raise CalbenchError(f"{str(p)!r} has keys {sorted(keys)}; calbench reads {NPZ_SCHEMA}.")
     if has_logits and has_probs:
         raise CalbenchError(
             f"{str(p)!r} has both logits_* and probs_* keys; keep one kind so it is clear "

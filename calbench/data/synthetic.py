@@ -41,6 +41,7 @@ class SyntheticTrueMap:
     Parameters are plain arrays so the map is picklable and can be re-created exactly.
     """
 
+    # fmt: off
     weights: np.ndarray = field(
         default_factory=lambda: np.array(
             [[1.00, 0.00, 0.20],
@@ -48,6 +49,7 @@ class SyntheticTrueMap:
              [0.00, 0.10, 0.95]]
         )
     )
+    # fmt: on
     bias: np.ndarray = field(default_factory=lambda: np.array([0.10, -0.20, 0.05]))
     gamma: float = 0.3
 

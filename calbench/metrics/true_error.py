@@ -6,7 +6,8 @@ against it directly, with no binning:
 
 .. math::
 
-    CE_{conf} = \Big(\tfrac1n \sum_i |\max_j \hat c_{ij} - c_{i,\arg\max_j \hat c_{ij}}|^\alpha\Big)^{1/\alpha},
+    CE_{conf} = \Big(\tfrac1n \sum_i |\hat c_{i,t_i} - c_{i,t_i}|^\alpha\Big)^{1/\alpha},
+    \quad t_i = \arg\max_j \hat c_{ij},
     \qquad
     CE_{cw} = \tfrac1k \sum_j \Big(\tfrac1n \sum_i |\hat c_{ij} - c_{ij}|^\alpha\Big)^{1/\alpha}.
 """

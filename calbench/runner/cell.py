@@ -20,8 +20,17 @@ from calbench.runner.selection import select_and_fit
 from calbench.simplex import softmax
 
 #: The parts of the configuration that determine a cell's numbers (and so its hash).
-CELL_KEYS = ("experiment", "seed", "dataset", "method", "criterion", "loss", "shift",
-             "protocol", "metrics")
+CELL_KEYS = (
+    "experiment",
+    "seed",
+    "dataset",
+    "method",
+    "criterion",
+    "loss",
+    "shift",
+    "protocol",
+    "metrics",
+)
 
 
 def cell_config(cfg: DictConfig) -> dict:
@@ -76,7 +85,10 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
     for fold in make_folds(dataset, protocol["name"], seed=cfg.seed, **outer):
         start = time.perf_counter()
         model, chosen = select_and_fit(
-            calibrator, grid, fold.logits_fit, fold.y_fit,
+            calibrator,
+            grid,
+            fold.logits_fit,
+            fold.y_fit,
             inner_folds=protocol["inner_folds"],
             average_inner_models=protocol["average_inner_models"],
             seed=cfg.seed,
@@ -93,19 +105,34 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
         uncalibrated = softmax(fold.logits_eval)
         true_probs = dataset.true_map(uncalibrated) if dataset.true_map is not None else None
         values = evaluate(
-            metrics_config, probs, y=fold.y_eval, true_probs=true_probs,
-            reference_probs=uncalibrated, loss_matrix=loss_matrix,
+            metrics_config,
+            probs,
+            y=fold.y_eval,
+            true_probs=true_probs,
+            reference_probs=uncalibrated,
+            loss_matrix=loss_matrix,
         )
         for metric, value in values.items():
-            rows.append({
-                "fold": fold.index, "metric": metric, "value": value,
-                "fit_seconds": fit_seconds, "params": json.dumps(chosen, sort_keys=True),
-            })
+            rows.append(
+                {
+                    "fold": fold.index,
+                    "metric": metric,
+                    "value": value,
+                    "fit_seconds": fit_seconds,
+                    "params": json.dumps(chosen, sort_keys=True),
+                }
+            )
     frame = pd.DataFrame(rows)
     labels = {
-        "experiment": cfg.experiment, "dataset": dataset.name, "method": cfg.method.name,
-        "criterion": criterion, "loss": cfg.loss.name, "shift": cfg.shift.name,
-        "protocol": protocol["name"], "seed": cfg.seed, "calbench_version": calbench.__version__,
+        "experiment": cfg.experiment,
+        "dataset": dataset.name,
+        "method": cfg.method.name,
+        "criterion": criterion,
+        "loss": cfg.loss.name,
+        "shift": cfg.shift.name,
+        "protocol": protocol["name"],
+        "seed": cfg.seed,
+        "calbench_version": calbench.__version__,
     }
     for column, value in labels.items():
         frame[column] = value
@@ -115,4 +142,6 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation over folds, one line per metric."""
     grouped = rows.groupby("metric", sort=False)["value"]
-    return pd.DataFrame({"mean": grouped.mean(), "std": grouped.std(ddof=1), "folds": grouped.size()})
+    return pd.DataFrame(
+        {"mean": grouped.mean(), "std": grouped.std(ddof=1), "folds": grouped.size()}
+    )

@@ -24,14 +24,22 @@ def run_job(cfg: DictConfig) -> str:
     path = store.write(cell_hash, rows, yaml.safe_dump(cell, sort_keys=False))
     summary = summarise(rows)
     fit = rows.groupby("fold")["fit_seconds"].first().sum()
-    print(f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={cfg.protocol.name}"
-          f" | fit {fit:.2f} s")
+    print(
+        f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={cfg.protocol.name}"
+        f" | fit {fit:.2f} s"
+    )
     table = [
         [metric, f"{row['mean']:.4f}", "" if row["folds"] < 2 else f"{row['std']:.4f}"]
         for metric, row in summary.iterrows()
     ]
     folds = int(summary["folds"].max())
-    print(tabulate(table, headers=["metric", "mean", f"std ({folds} folds)" if folds > 1 else ""],
-                   tablefmt="simple", disable_numparse=True))
+    print(
+        tabulate(
+            table,
+            headers=["metric", "mean", f"std ({folds} folds)" if folds > 1 else ""],
+            tablefmt="simple",
+            disable_numparse=True,
+        )
+    )
     print(f"rows: {path}")
     return cell_hash

@@ -49,9 +49,7 @@ def select_and_fit(
         return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
     n_classes = logits.shape[1]
     check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
-    splits = list(
-        StratifiedKFold(inner_folds, shuffle=True, random_state=seed).split(logits, y)
-    )
+    splits = list(StratifiedKFold(inner_folds, shuffle=True, random_state=seed).split(logits, y))
     best = (np.inf, None, None)
     for params in points:
         out_of_fold = np.empty((len(y), n_classes))

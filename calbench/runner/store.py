@@ -18,8 +18,21 @@ from pathlib import Path
 import pandas as pd
 
 COLUMNS = [
-    "experiment", "dataset", "method", "criterion", "loss", "shift", "protocol", "fold",
-    "metric", "value", "fit_seconds", "params", "config_hash", "seed", "calbench_version",
+    "experiment",
+    "dataset",
+    "method",
+    "criterion",
+    "loss",
+    "shift",
+    "protocol",
+    "fold",
+    "metric",
+    "value",
+    "fit_seconds",
+    "params",
+    "config_hash",
+    "seed",
+    "calbench_version",
 ]
 
 
@@ -69,8 +82,7 @@ class ResultStore:
         files = sorted(self.root.glob("*.csv"))
         if not files:
             return pd.DataFrame(columns=COLUMNS)
-        frame = pd.concat((pd.read_csv(f, keep_default_na=False) for f in files),
-                          ignore_index=True)
+        frame = pd.concat((pd.read_csv(f, keep_default_na=False) for f in files), ignore_index=True)
         frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
         if experiment is not None:
             frame = frame[frame["experiment"] == experiment]

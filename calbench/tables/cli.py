@@ -30,8 +30,10 @@ def table_specs() -> dict[str, dict]:
 def metric_direction():
     """higher_is_better for stored metric names, resolving aliases of the default set."""
     metrics = resources.files("calbench.conf").joinpath("metrics", "default.yaml")
-    aliases = {name: (opts or {}).get("fn", name)
-               for name, opts in yaml.safe_load(metrics.read_text()).items()}
+    aliases = {
+        name: (opts or {}).get("fn", name)
+        for name, opts in yaml.safe_load(metrics.read_text()).items()
+    }
 
     def direction(name: str) -> bool:
         return metric_spec(aliases.get(name, name)).higher_is_better
@@ -42,8 +44,9 @@ def metric_direction():
 def write_tables(results_dir, experiment=None, formats=("md", "tex", "csv")) -> list[Path]:
     store = ResultStore(results_dir)
     rows = store.read()
-    specs = [s for s in table_specs().values()
-             if experiment is None or s["experiment"] == experiment]
+    specs = [
+        s for s in table_specs().values() if experiment is None or s["experiment"] == experiment
+    ]
     if experiment is not None and not specs:
         raise CalbenchError(f"No table layout is defined for experiment {experiment!r}.")
     present = set(rows["experiment"])

@@ -69,14 +69,23 @@ def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     metrics = [m for m in spec["rows"] if m in table.index]
     missing += [f"metric {m}" for m in spec["rows"] if m not in table.index]
     values = table.reindex(index=metrics, columns=list(columns)).to_numpy(dtype=np.float64)
-    ranks = _ranks(values, list(columns), set(spec.get("unranked", [])),
-                   [direction(m) for m in metrics], spec["decimals"])
+    ranks = _ranks(
+        values,
+        list(columns),
+        set(spec.get("unranked", [])),
+        [direction(m) for m in metrics],
+        spec["decimals"],
+    )
     return RankedTable(
-        name=spec["name"], title=spec.get("title", spec["name"]),
+        name=spec["name"],
+        title=spec.get("title", spec["name"]),
         columns=list(columns.values()),
         row_labels=[("", spec["rows"][m]) for m in metrics],
-        values=values, ranks=ranks, average_rows=[("", average_ranks(ranks))],
-        decimals=spec["decimals"], missing=missing,
+        values=values,
+        ranks=ranks,
+        average_rows=[("", average_ranks(ranks))],
+        decimals=spec["decimals"],
+        missing=missing,
     )
 
 
@@ -91,17 +100,28 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
     scale = float(spec.get("scale", 1.0))
     values = values * scale
     higher = direction(spec["metric"])
-    ranks = _ranks(values, list(columns), set(spec.get("unranked", [])),
-                   [higher] * len(datasets), spec["decimals"])
+    ranks = _ranks(
+        values,
+        list(columns),
+        set(spec.get("unranked", [])),
+        [higher] * len(datasets),
+        spec["decimals"],
+    )
     labels = [tuple(spec["rows"][d]) for d in datasets]
     averages = []
     for group in dict.fromkeys(g for g, _ in labels):
         members = [i for i, (g, _) in enumerate(labels) if g == group]
         averages.append((group, average_ranks(ranks[members])))
     return RankedTable(
-        name=spec["name"], title=spec.get("title", spec["name"]),
-        columns=list(columns.values()), row_labels=labels, values=values, ranks=ranks,
-        average_rows=averages, decimals=spec["decimals"], missing=missing,
+        name=spec["name"],
+        title=spec.get("title", spec["name"]),
+        columns=list(columns.values()),
+        row_labels=labels,
+        values=values,
+        ranks=ranks,
+        average_rows=averages,
+        decimals=spec["decimals"],
+        missing=missing,
     )
 
 

@@ -42,8 +42,7 @@ def _group_label(groups, group, previous):
 def to_markdown(table: RankedTable) -> str:
     grouped = any(g for g, _ in table.row_labels)
     head = ([""] if grouped else []) + [""] + table.columns
-    lines = [f"**{table.title}**", "", "| " + " | ".join(head) + " |",
-             "|" + "---|" * len(head)]
+    lines = [f"**{table.title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     body = _cells(table, str, lambda t: f"**{t}**", lambda r: f"<sub>{r}</sub>")
     previous = None
     for idx, (group, label, cells) in enumerate(body):
@@ -55,16 +54,22 @@ def to_markdown(table: RankedTable) -> str:
             averages = dict(table.average_rows).get(group)
             if averages is not None:
                 lead = [""] if grouped else []
-                lines.append("| " + " | ".join(lead + ["average rank"] +
-                                               _average_cells(averages)) + " |")
+                lines.append(
+                    "| " + " | ".join(lead + ["average rank"] + _average_cells(averages)) + " |"
+                )
     if table.missing:
         lines += ["", "Not yet in the store: " + ", ".join(table.missing) + "."]
     return "\n".join(lines) + "\n"
 
 
 def _latex_escape(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
-                 ("#", r"\#")):
+    for a, b in (
+        ("\\", r"\textbackslash{}"),
+        ("&", r"\&"),
+        ("%", r"\%"),
+        ("_", r"\_"),
+        ("#", r"\#"),
+    ):
         text = text.replace(a, b)
     return text
 
@@ -90,8 +95,9 @@ def to_latex(table: RankedTable) -> str:
             averages = dict(table.average_rows).get(group)
             if averages is not None:
                 lead = [""] if grouped else []
-                lines.append(" & ".join(lead + ["average rank"] + _average_cells(averages))
-                             + r" \\")
+                lines.append(
+                    " & ".join(lead + ["average rank"] + _average_cells(averages)) + r" \\"
+                )
                 lines.append(r"\midrule" if idx + 1 < len(body) else r"\bottomrule")
     lines.append(r"\end{tabular}")
     return "\n".join(lines) + "\n"
@@ -101,12 +107,26 @@ def to_csv(table: RankedTable) -> str:
     records = []
     for i, (group, label) in enumerate(table.row_labels):
         for j, column in enumerate(table.columns):
-            records.append({"group": group, "row": label, "column": column,
-                            "value": table.values[i, j], "rank": table.ranks[i, j]})
+            records.append(
+                {
+                    "group": group,
+                    "row": label,
+                    "column": column,
+                    "value": table.values[i, j],
+                    "rank": table.ranks[i, j],
+                }
+            )
     for group, averages in table.average_rows:
         for j, column in enumerate(table.columns):
-            records.append({"group": group, "row": "average rank", "column": column,
-                            "value": averages[j], "rank": float("nan")})
+            records.append(
+                {
+                    "group": group,
+                    "row": "average rank",
+                    "column": column,
+                    "value": averages[j],
+                    "rank": float("nan"),
+                }
+            )
     return pd.DataFrame(records).to_csv(index=False)
 
 
