@@ -4,6 +4,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize, minimize_scalar
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
@@ -214,3 +216,19 @@ def test_fit_rejects_bad_input():
     cal = make_calibrator("ts").fit(np.zeros((2, 2)), [0, 1])
     with pytest.raises(CalbenchError, match="fitted on 2 classes"):
         cal.predict_proba(np.zeros((2, 3)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    name=st.sampled_from(sorted(set(CALIBRATORS) - {"true_map"})),
+    scale=st.floats(0.01, 300),
+    seed=st.integers(0, 2**16),
+)
+def test_outputs_stay_on_the_simplex_for_any_logits(name, scale, seed):
+    """Property: whatever the logits' scale, outputs are finite rows summing to 1."""
+    gen = np.random.default_rng(seed)
+    z = gen.normal(size=(120, 4)) * scale
+    y = np.arange(120) % 4
+    p = make_calibrator(name).fit(z, y).predict_proba(gen.normal(size=(60, 4)) * scale)
+    assert np.isfinite(p).all() and (p >= 0).all()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)

@@ -28,18 +28,13 @@ def run_job(cfg: DictConfig) -> str:
         f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={cfg.protocol.name}"
         f" | fit {fit:.2f} s"
     )
-    table = [
-        [metric, f"{row['mean']:.4f}", "" if row["folds"] < 2 else f"{row['std']:.4f}"]
-        for metric, row in summary.iterrows()
-    ]
     folds = int(summary["folds"].max())
-    print(
-        tabulate(
-            table,
-            headers=["metric", "mean", f"std ({folds} folds)" if folds > 1 else ""],
-            tablefmt="simple",
-            disable_numparse=True,
-        )
-    )
+    if folds > 1:
+        table = [[m, f"{r['mean']:.4f}", f"{r['std']:.4f}"] for m, r in summary.iterrows()]
+        headers = ["metric", "mean", f"std ({folds} folds)"]
+    else:
+        table = [[m, f"{r['mean']:.4f}"] for m, r in summary.iterrows()]
+        headers = ["metric", "value"]
+    print(tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True))
     print(f"rows: {path}")
     return cell_hash
