@@ -10,6 +10,10 @@ from __future__ import annotations
 import inspect
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.binary import BetaCalibrator, HistogramBinning, IsotonicCalibrator
+from calbench.calibrators.composition import Composition
+from calbench.calibrators.forest import RandomCalibrationForest
+from calbench.calibrators.neighbourhood import KernelCalibrator, KNNCalibrator
 from calbench.calibrators.parametric import (
     BiasCorrectedTemperatureScaling,
     DirichletCalibrator,
@@ -29,12 +33,42 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "dir": (DirichletCalibrator, {"regularization": "none"}),
     "dir_l2": (DirichletCalibrator, {"regularization": "l2"}),
     "dir_odir": (DirichletCalibrator, {"regularization": "odir"}),
+    "knn_kl": (KNNCalibrator, {"metric": "kl"}),
+    "knn_euc": (KNNCalibrator, {"metric": "euclidean"}),
+    "kernel_rbf": (KernelCalibrator, {"kernel": "rbf"}),
+    "kernel_dir": (KernelCalibrator, {"kernel": "dirichlet"}),
+    "forest": (RandomCalibrationForest, {}),
+    "histbin_width": (HistogramBinning, {"binning": "equal_width"}),
+    "histbin_freq": (HistogramBinning, {"binning": "equal_size"}),
+    "isotonic": (IsotonicCalibrator, {}),
+    "beta": (BetaCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
 }
 
 
+def make_composition(first: str, second: str, **params) -> Composition:
+    """``first`` then ``second`` (registered names); ``params`` as ``second__n_neighbors``."""
+    return Composition(make_calibrator(first), make_calibrator(second)).set_params(**params)
+
+
+
 def make_calibrator(name: str, **params) -> Calibrator:
-    """A new unfitted calibrator registered as ``name``, with ``params`` set."""
+    """A new unfitted calibrator registered as ``name``, with ``params`` set.
+
+    ``name="compose"`` builds a `Composition`: ``make_calibrator("compose", first="ts",
+    second="knn_kl", second__n_neighbors=256)``.
+    """
+    if name == "compose":
+        try:
+            return make_composition(**params)
+        except TypeError as exc:
+            raise CalbenchError(
+                f"compose needs first=NAME and second=NAME (registered calibrators): {exc}"
+            ) from None
+        except ValueError as exc:
+            if isinstance(exc, CalbenchError):
+                raise
+            raise CalbenchError(f"compose: {exc}") from None
     if name not in CALIBRATORS:
         raise CalbenchError(
             f"Unknown calibrator {name!r}; known: {', '.join(sorted(CALIBRATORS))}."
@@ -55,4 +89,4 @@ def make_calibrator(name: str, **params) -> Calibrator:
     return cls(**fixed, **params)
 
 
-__all__ = ["CALIBRATORS", "Calibrator", "make_calibrator"]
+__all__ = ["CALIBRATORS", "Calibrator", "Composition", "make_calibrator"]

@@ -53,12 +53,14 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset):
     params = dict(method.get("params") or {})
     calibrator = make_calibrator(method["calibrator"], **params)
     accepted = calibrator.get_params()
-    criterion = "none"
-    if "criterion" in accepted:
-        criterion = cfg.criterion.name
-        calibrator.set_params(criterion=criterion)
-    if "true_map" in accepted:
-        calibrator.set_params(true_map=dataset.true_map)
+    # Hand the criterion (and the known true map) to every step that takes one, nested
+    # steps of a composition included.
+    criterion_keys = [k for k in accepted if k.split("__")[-1] == "criterion"]
+    calibrator.set_params(**{k: cfg.criterion.name for k in criterion_keys})
+    calibrator.set_params(
+        **{k: dataset.true_map for k in accepted if k.split("__")[-1] == "true_map"}
+    )
+    criterion = cfg.criterion.name if criterion_keys else "none"
     grid = method.get("grid") or {}
     unknown = sorted(set(grid) - set(accepted))
     if unknown:

@@ -1,0 +1,136 @@
+"""One-vs-rest binary calibration maps, renormalised (Valk 2.5.1; Kull 4.1).
+
+Each class j gets its own map of ``p_j`` fitted to ``1[y = j]``; the k outputs are then
+divided by their sum. A row whose maps all output 0 becomes uniform (as scikit-learn's
+CalibratedClassifierCV does), so rows always lie on the simplex.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+
+from calbench.calibrators.base import Calibrator
+from calbench.errors import check_choice, check_int
+from calbench.metrics.binned import bin_indices
+from calbench.simplex import TINY, softmax
+
+
+class OneVsRestCalibrator(Calibrator):
+    """Fits ``_fit_binary`` per class; ``_apply_binary`` maps scores of one class."""
+
+    input_kind = "probabilities"
+
+    def _fit(self, logits, y):
+        probs = softmax(logits)
+        self.maps_ = [
+            self._fit_binary(probs[:, j], (y == j).astype(np.float64))
+            for j in range(probs.shape[1])
+        ]
+
+    def _predict_proba(self, logits):
+        probs = softmax(logits)
+        out = np.column_stack(
+            [np.clip(self._apply_binary(m, probs[:, j]), 0.0, 1.0) for j, m in enumerate(self.maps_)]
+        )
+        sums = out.sum(axis=1, keepdims=True)
+        uniform = np.full_like(out, 1.0 / out.shape[1])
+        return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), uniform)
+
+
+class HistogramBinning(OneVsRestCalibrator):
+    """Histogram binning (Zadrozny and Elkan): each bin predicts its label frequency.
+
+    ``binning="equal_width"`` uses bins ``[b/B, (b+1)/B)``, ``"equal_size"`` (equal
+    frequency) cuts the sorted calibration scores into B groups of equal count; a test score
+    falls in the bin whose calibration scores' range covers it. An empty bin predicts its
+    own mid-point (no evidence: no change).
+    """
+
+    def __init__(self, n_bins=15, binning="equal_width"):
+        self.n_bins = n_bins
+        self.binning = binning
+
+    def _fit_binary(self, scores, outcomes):
+        n_bins = check_int(self.n_bins, "n_bins", type(self).__name__)
+        check_choice(self.binning, "binning", type(self).__name__, ("equal_width", "equal_size"))
+        bins = bin_indices(scores, n_bins, self.binning)
+        counts = np.bincount(bins, minlength=n_bins)
+        sums = np.bincount(bins, weights=outcomes, minlength=n_bins)
+        if self.binning == "equal_width":
+            upper = np.arange(1, n_bins + 1) / n_bins
+            mids = upper - 0.5 / n_bins
+        else:
+            order = np.sort(scores)
+            last = np.cumsum(counts) - 1
+            upper = np.where(counts > 0, order[np.clip(last, 0, None)], np.nan)
+            mids = np.where(counts > 0, sums / np.maximum(counts, 1), 0.5)
+        frequency = np.where(counts > 0, sums / np.maximum(counts, 1), mids)
+        return upper, frequency
+
+    def _apply_binary(self, fitted, scores):
+        upper, frequency = fitted
+        if self.binning == "equal_width":
+            bins = bin_indices(scores, len(frequency), "equal_width")
+        else:
+            # Equal-size bins are defined by the calibration scores: a test score belongs to
+            # the first bin whose largest calibration score is >= it.
+            edges = upper[~np.isnan(upper)]
+            bins = np.minimum(np.searchsorted(edges, scores, side="left"), len(edges) - 1)
+            frequency = frequency[~np.isnan(upper)]
+        return frequency[bins]
+
+
+class IsotonicCalibrator(OneVsRestCalibrator):
+    """Isotonic regression per class (scikit-learn's, clipped to [0, 1] outside the data)."""
+
+    def _fit_binary(self, scores, outcomes):
+        return IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(
+            scores, outcomes
+        )
+
+    def _apply_binary(self, fitted, scores):
+        return fitted.predict(scores)
+
+
+class BetaCalibrator(OneVsRestCalibrator):
+    r"""Beta calibration per class (Kull et al. 2017), the three-parameter family:
+
+    .. math:: \hat c(p) = \sigma(a \ln p - b \ln(1 - p) + c), \quad a, b \ge 0
+
+    fitted as a logistic regression on :math:`(\ln p, -\ln(1-p))`. As in the betacal package:
+    scores are clipped to [eps, 1 - eps] (float64 machine epsilon) and, when ``a`` comes out
+    negative, it is fixed at 0 and ``b`` refitted alone (else the same for a negative ``b``).
+    """
+
+    def _features(self, scores):
+        eps = np.finfo(np.float64).eps
+        s = np.clip(scores, eps, 1 - eps)
+        return np.column_stack([np.log(s), -np.log1p(-s)])
+
+    def _fit_binary(self, scores, outcomes):
+        x = self._features(scores)
+        if outcomes.min() == outcomes.max():
+            # A class absent (or alone) in the fold: the constant frequency, kept off 0 and 1.
+            rate = float(np.clip(outcomes.mean(), TINY, 1 - 1e-12))
+            return np.zeros(2), np.log(rate / (1 - rate))
+        coef, intercept = _logistic(x, outcomes)
+        for negative, other in ((0, 1), (1, 0)):
+            if coef[negative] < 0:
+                alone, intercept = _logistic(x[:, [other]], outcomes)
+                coef = np.zeros(2)
+                coef[other] = alone[0]
+                break
+        return coef, intercept
+
+    def _apply_binary(self, fitted, scores):
+        coef, intercept = fitted
+        z = self._features(scores) @ coef + intercept
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+def _logistic(x, outcomes):
+    """Unregularised (C = 1e11, as betacal) logistic regression: coefficients, intercept."""
+    model = LogisticRegression(C=1e11, tol=1e-10, max_iter=10_000).fit(x, outcomes)
+    return model.coef_[0].copy(), float(model.intercept_[0])

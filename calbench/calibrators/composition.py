@@ -1,0 +1,30 @@
+"""Composition of calibrators (Valk 3.5, Fig. 13): the second fitted on the first's output.
+
+``Composition(first, second)`` fits ``first`` on the calibration data, maps the same data
+through it, and fits ``second`` on the result; at prediction the maps are applied in turn.
+The intermediate probabilities travel as ``log(clip(p))``, the one currency of logits.
+Longer chains nest: ``Composition(a, Composition(b, c))``. Parameters of the steps are
+reachable the scikit-learn way, e.g. ``second__n_neighbors`` in a grid.
+"""
+
+from __future__ import annotations
+
+from sklearn.base import clone
+
+from calbench.calibrators.base import Calibrator
+from calbench.simplex import probs_to_logits
+
+
+class Composition(Calibrator):
+    def __init__(self, first=None, second=None):
+        self.first = first
+        self.second = second
+
+    def _fit(self, logits, y):
+        self.first_ = clone(self.first).fit(logits, y)
+        inner = probs_to_logits(self.first_.predict_proba(logits))
+        self.second_ = clone(self.second).fit(inner, y)
+
+    def _predict_proba(self, logits):
+        inner = probs_to_logits(self.first_.predict_proba(logits))
+        return self.second_.predict_proba(inner)

@@ -1,0 +1,165 @@
+r"""Non-parametric calibrators that average calibration errors over a neighbourhood (Valk 3).
+
+Each assumes that nearby predictions share their calibration error (Valk 3.1) and
+estimates it as a weighted mean of ``p_i - y_i`` over the calibration set:
+
+.. math::
+
+    \hat c(p) = \mathrm{crop}\Big(p - \sum_i w_i(p)\,(p_i - y_i)\Big), \qquad \sum_i w_i(p) = 1
+
+- ``knn_kl`` / ``knn_euc`` (Valk 3.3): uniform weights on the k nearest calibration points by
+  :math:`d_{KL}(p, p_i)` or Euclidean distance.
+- ``kernel_rbf`` (Valk 3.4): :math:`w_i \propto \exp(-\gamma \|p - p_i\|^2)`.
+- ``kernel_dir`` (Valk 3.4): the Dirichlet density with :math:`\alpha_j = p_j / h + 1` at
+  :math:`p_i`. Its normaliser depends on p alone, so
+  :math:`w_i \propto \exp(\frac1h \sum_j p_j \ln p_{ij})`.
+
+Both the KL divergence (up to a term constant in i) and the Dirichlet kernel are the matrix
+product :math:`P_{test} (\ln P_{cal})^\top`; the Euclidean ones use
+:math:`\|p\|^2 - 2 p \cdot p_i + \|p_i\|^2`. Test points are processed in chunks, so memory
+stays near ``chunk x n_cal`` floats. ``ln p_i`` comes from the log-softmax of the logits, so
+exact zeros (data given as probabilities) enter as ``ln(2.2e-308)``: finite, and far.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.calibrators.base import Calibrator
+from calbench.errors import CalbenchError
+from calbench.simplex import log_softmax
+
+# Distance matrix entries per chunk (~64 MB of float64).
+_CHUNK_ENTRIES = 8_000_000
+
+
+def crop(probs: np.ndarray, epsilon: float) -> np.ndarray:
+    """Valk Algorithm 2: clip every value to [epsilon, 1 - epsilon], then renormalise."""
+    out = np.clip(probs, epsilon, 1.0 - epsilon)
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def default_epsilon(n_classes: int) -> float:
+    """Valk 3.5: 1e-4 for up to 10 classes, 1e-6 beyond (100 classes in the thesis)."""
+    return 1e-4 if n_classes <= 10 else 1e-6
+
+
+class NeighbourhoodCalibrator(Calibrator):
+    """Shared fitting and chunked prediction; subclasses define the weight matrix."""
+
+    input_kind = "probabilities"
+
+    def _check(self) -> None:
+        pass
+
+    def _fit(self, logits, y):
+        self._check()
+        self.log_probs_ = log_softmax(logits)
+        self.probs_ = np.exp(self.log_probs_)
+        one_hot = np.zeros_like(self.probs_)
+        one_hot[np.arange(len(y)), y] = 1.0
+        self.errors_ = self.probs_ - one_hot
+        self.epsilon_ = (
+            default_epsilon(logits.shape[1]) if self.epsilon is None else float(self.epsilon)
+        )
+
+    def _weights(self, probs_chunk: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _predict_proba(self, logits):
+        probs = np.exp(log_softmax(logits))
+        chunk = max(1, _CHUNK_ENTRIES // len(self.probs_))
+        out = np.empty_like(probs)
+        for start in range(0, len(probs), chunk):
+            block = probs[start : start + chunk]
+            out[start : start + chunk] = block - self._weights(block) @ self.errors_
+        return crop(out, self.epsilon_)
+
+
+class KNNCalibrator(NeighbourhoodCalibrator):
+    """KNN calibration (Valk 3.3).
+
+    Parameters
+    ----------
+    n_neighbors : int
+        k, at most the number of calibration samples.
+    metric : {"kl", "euclidean"}
+        ``kl`` ranks calibration points by :math:`d_{KL}(p, p_i)`.
+    epsilon : float or None
+        Cropping constant; None takes `default_epsilon`.
+    """
+
+    def __init__(self, n_neighbors=512, metric="kl", epsilon=None):
+        self.n_neighbors = n_neighbors
+        self.metric = metric
+        self.epsilon = epsilon
+
+    def _check(self):
+        if self.metric not in ("kl", "euclidean"):
+            raise CalbenchError(f"KNN metric must be 'kl' or 'euclidean'; got {self.metric!r}.")
+
+    def _fit(self, logits, y):
+        super()._fit(logits, y)
+        if not 1 <= int(self.n_neighbors) <= len(y):
+            raise CalbenchError(
+                f"n_neighbors={self.n_neighbors} must lie in 1..{len(y)}, the number of "
+                "calibration samples (of the inner CV fold); shrink the method's grid."
+            )
+        self.sq_norms_ = (self.probs_**2).sum(axis=1)
+
+    def _distances(self, block):
+        if self.metric == "kl":
+            # d_KL(p, p_i) = sum_j p_j ln p_j - sum_j p_j ln p_ij; the first term is constant in i.
+            return -(block @ self.log_probs_.T)
+        return self.sq_norms_[None, :] - 2.0 * (block @ self.probs_.T)
+
+    def _weights(self, block):
+        k = int(self.n_neighbors)
+        dist = self._distances(block)
+        weights = np.zeros_like(dist)
+        if k == dist.shape[1]:
+            weights[:] = 1.0 / k
+            return weights
+        nearest = np.argpartition(dist, k - 1, axis=1)[:, :k]
+        np.put_along_axis(weights, nearest, 1.0 / k, axis=1)
+        return weights
+
+
+class KernelCalibrator(NeighbourhoodCalibrator):
+    """Kernel calibration (Valk 3.4).
+
+    Parameters
+    ----------
+    kernel : {"rbf", "dirichlet"}
+    bandwidth : float
+        ``gamma`` of the RBF kernel, or ``h`` of the Dirichlet kernel; > 0.
+    epsilon : float or None
+        Cropping constant; None takes `default_epsilon`.
+    """
+
+    def __init__(self, kernel="dirichlet", bandwidth=0.1, epsilon=None):
+        self.kernel = kernel
+        self.bandwidth = bandwidth
+        self.epsilon = epsilon
+
+    def _check(self):
+        if self.kernel not in ("rbf", "dirichlet"):
+            raise CalbenchError(f"kernel must be 'rbf' or 'dirichlet'; got {self.kernel!r}.")
+        if not float(self.bandwidth) > 0:
+            raise CalbenchError(f"The kernel bandwidth must be > 0; got {self.bandwidth!r}.")
+
+    def _fit(self, logits, y):
+        super()._fit(logits, y)
+        self.sq_norms_ = (self.probs_**2).sum(axis=1)
+
+    def _weights(self, block):
+        if self.kernel == "dirichlet":
+            log_w = (block @ self.log_probs_.T) / float(self.bandwidth)
+        else:
+            sq = self.sq_norms_[None, :] - 2.0 * (block @ self.probs_.T)
+            log_w = -float(self.bandwidth) * sq
+        # Normalised weights are a softmax over calibration points: stable for any bandwidth.
+        log_w -= log_w.max(axis=1, keepdims=True)
+        np.exp(log_w, out=log_w)
+        log_w /= log_w.sum(axis=1, keepdims=True)
+        return log_w
