@@ -74,7 +74,7 @@ def test_experiment_preset_then_tables(tmp_path):
     out = calbench("tables", "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     md = (tmp_path / "tables" / "valk_synthetic_table1.md").read_text()
-    assert "|  | uncal | TS | VS | BCTS | DIR | cal |" in md
+    assert "|  | uncal | TS | DIR | forest | KNN | kernel | cal |" in md
     for row in (
         "confidence CE",
         "classwise CE",

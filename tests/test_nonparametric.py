@@ -1,0 +1,206 @@
+"""Valk's non-parametric calibrators and the one-vs-rest maps against references."""
+
+import numpy as np
+import pytest
+from sklearn.isotonic import IsotonicRegression
+
+from calbench.calibrators import make_calibrator
+from calbench.calibrators.neighbourhood import crop
+from calbench.errors import CalbenchError
+from calbench.simplex import probs_to_logits, softmax
+
+
+@pytest.fixture
+def small(rng):
+    p_cal = rng.dirichlet([0.7, 0.7, 0.7, 0.7], 300)
+    y_cal = np.array([rng.choice(4, p=q) for q in p_cal])
+    p_test = rng.dirichlet([0.7, 0.7, 0.7, 0.7], 50)
+    return p_cal, y_cal, p_test
+
+
+def _brute_force(p_cal, y_cal, p_test, weight_fn, epsilon):
+    """Valk 3.3-3.4 written one test point at a time, straight from the formulas."""
+    errors = p_cal - np.eye(p_cal.shape[1])[y_cal]
+    out = []
+    for p in p_test:
+        w = weight_fn(p)
+        w = w / w.sum()
+        q = p - (w[:, None] * errors).sum(axis=0)
+        q = np.minimum(np.maximum(q, epsilon), 1 - epsilon)
+        out.append(q / q.sum())
+    return np.array(out)
+
+
+def _knn_weights(p_cal, k, metric):
+    def weights(p):
+        if metric == "kl":
+            d = np.array([np.sum(p * np.log(p / q)) for q in p_cal])
+        else:
+            d = np.array([np.linalg.norm(p - q) for q in p_cal])
+        w = np.zeros(len(p_cal))
+        w[np.argsort(d, kind="stable")[:k]] = 1.0
+        return w
+
+    return weights
+
+
+@pytest.mark.parametrize("name,metric", [("knn_kl", "kl"), ("knn_euc", "euclidean")])
+@pytest.mark.parametrize("k", [1, 7, 300])
+def test_knn_matches_brute_force(small, name, metric, k):
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator(name, n_neighbors=k).fit(probs_to_logits(p_cal), y_cal)
+    ref = _brute_force(p_cal, y_cal, p_test, _knn_weights(p_cal, k, metric), 1e-4)
+    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=1e-12)
+
+
+def _dirichlet_pdf(p, q, h):
+    from scipy.stats import dirichlet
+
+    return dirichlet.pdf(q, p / h + 1)
+
+
+@pytest.mark.parametrize("h", [0.05, 0.3, 2.0])
+def test_dirichlet_kernel_matches_scipy_density(small, h):
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator("kernel_dir", bandwidth=h).fit(probs_to_logits(p_cal), y_cal)
+    ref = _brute_force(p_cal, y_cal, p_test,
+                       lambda p: np.array([_dirichlet_pdf(p, q, h) for q in p_cal]), 1e-4)
+    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=1e-10)
+
+
+@pytest.mark.parametrize("gamma", [0.5, 30.0, 3000.0])
+def test_rbf_kernel_matches_brute_force(small, gamma):
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator("kernel_rbf", bandwidth=gamma).fit(probs_to_logits(p_cal), y_cal)
+
+    def weights(p):
+        d2 = ((p_cal - p) ** 2).sum(axis=1)
+        return np.exp(-gamma * (d2 - d2.min()))  # shift for float range; cancels
+
+    ref = _brute_force(p_cal, y_cal, p_test, weights, 1e-4)
+    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=1e-10)
+
+
+def test_cropping_invariants(rng):
+    raw = rng.normal(0.25, 0.4, size=(500, 4))
+    out = crop(raw, 1e-3)
+    assert np.allclose(out.sum(axis=1), 1)
+    assert (out > 0).all() and (out < 1).all()
+    inside = rng.dirichlet([5, 5, 5, 5], 100)  # far from the border: unchanged
+    np.testing.assert_allclose(crop(inside, 1e-4), inside, atol=1e-15)
+
+
+def test_chunking_does_not_change_results(small, monkeypatch):
+    import calbench.calibrators.neighbourhood as nb
+
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator("knn_kl", n_neighbors=20).fit(probs_to_logits(p_cal), y_cal)
+    whole = cal.predict_proba(probs_to_logits(p_test))
+    monkeypatch.setattr(nb, "_CHUNK_ENTRIES", 700)  # two test rows per chunk
+    np.testing.assert_array_equal(cal.predict_proba(probs_to_logits(p_test)), whole)
+
+
+def test_forest_with_one_bin_subtracts_the_mean_error(small):
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator("forest", n_trees=3, n_bins=1).fit(probs_to_logits(p_cal), y_cal)
+    mean_error = (p_cal - np.eye(4)[y_cal]).mean(axis=0)
+    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)),
+                               crop(p_test - mean_error, 1e-4), atol=1e-12)
+
+
+def test_forest_tree_is_a_partition_with_leaf_mean_corrections(small):
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator("forest", n_trees=1, n_bins=8, random_state=4)
+    cal.fit(probs_to_logits(p_cal), y_cal)
+    leaves_cal = cal._leaves(0, p_cal)
+    np.testing.assert_array_equal(leaves_cal, cal.leaf_of_calibration_[0])
+    assert len(np.unique(leaves_cal)) == 8  # 300 distinct points: every split succeeds
+    leaves_test = cal._leaves(0, p_test)
+    errors = p_cal - np.eye(4)[y_cal]
+    expected = np.array([p - errors[leaves_cal == leaf].mean(axis=0)
+                         for p, leaf in zip(p_test, leaves_test, strict=True)])
+    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)),
+                               crop(expected, 1e-4), atol=1e-12)
+    again = make_calibrator("forest", n_trees=1, n_bins=8, random_state=4)
+    again.fit(probs_to_logits(p_cal), y_cal)
+    np.testing.assert_array_equal(again.threshold_, cal.threshold_)
+
+
+def test_isotonic_is_scikit_learn_per_class_renormalised(small):
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator("isotonic").fit(probs_to_logits(p_cal), y_cal)
+    ref = np.column_stack([
+        IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
+        .fit(p_cal[:, j], y_cal == j).predict(p_test[:, j]) for j in range(4)
+    ])
+    ref /= ref.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=1e-12)
+
+
+def test_beta_matches_betacal(small):
+    betacal = pytest.importorskip("betacal")
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator("beta").fit(probs_to_logits(p_cal), y_cal)
+    ref = np.column_stack([
+        betacal.BetaCalibration("abm").fit(p_cal[:, j], (y_cal == j).astype(int))
+        .predict(p_test[:, j]) for j in range(4)
+    ])
+    ref /= ref.sum(axis=1, keepdims=True)
+    # betacal fits with scikit-learn's default tolerance; ours is tighter.
+    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=2e-3)
+
+
+def test_histogram_binning_hand_example():
+    p = np.array([[0.05, 0.95], [0.15, 0.85], [0.45, 0.55], [0.55, 0.45], [0.95, 0.05]])
+    y = np.array([1, 0, 1, 0, 0])
+    cal = make_calibrator("histbin_width", n_bins=2).fit(probs_to_logits(p), y)
+    # class 0: bin [0, .5) holds rows 0-2 with labels 0? -> 1/3; bin [.5, 1] rows 3-4 -> 1
+    # class 1: bin [0, .5) rows 3-4 -> 0; bin [.5, 1] rows 0-2 -> 2/3
+    out = cal.predict_proba(probs_to_logits(np.array([[0.2, 0.8], [0.7, 0.3]])))
+    np.testing.assert_allclose(out, [[1 / 3, 2 / 3], [1.0, 0.0]])
+
+
+def test_equal_frequency_binning_uses_calibration_quantiles():
+    p0 = np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.8])
+    p = np.column_stack([p0, 1 - p0])
+    y = np.array([1, 1, 0, 0, 0, 1])
+    cal = make_calibrator("histbin_freq", n_bins=2).fit(probs_to_logits(p), y)
+    # class 0 bins: {.1 .2 .3} -> 1/3, {.6 .7 .8} -> 2/3; a score of .45 falls in the upper bin
+    out = cal._apply_binary(cal.maps_[0], np.array([0.05, 0.3, 0.45, 0.9]))
+    np.testing.assert_allclose(out, [1 / 3, 1 / 3, 2 / 3, 2 / 3])
+
+
+def test_composition_equals_chaining_by_hand(synthetic):
+    x, y = synthetic.logits_cal, synthetic.y_cal
+    comp = make_calibrator("compose", first="ts", second="knn_kl", second__n_neighbors=64)
+    comp.fit(x, y)
+    ts = make_calibrator("ts").fit(x, y)
+    knn = make_calibrator("knn_kl", n_neighbors=64).fit(probs_to_logits(ts.predict_proba(x)), y)
+    test = synthetic.logits_test[:500]
+    expected = knn.predict_proba(probs_to_logits(ts.predict_proba(test)))
+    np.testing.assert_allclose(comp.predict_proba(test), expected, atol=1e-12)
+    assert comp.get_params()["second__n_neighbors"] == 64
+
+
+def test_bad_hyperparameters_are_clear(small):
+    p_cal, y_cal, _ = small
+    x = probs_to_logits(p_cal)
+    with pytest.raises(CalbenchError, match="n_neighbors=301 must lie in 1..300"):
+        make_calibrator("knn_kl", n_neighbors=301).fit(x, y_cal)
+    with pytest.raises(CalbenchError, match="bandwidth must be > 0"):
+        make_calibrator("kernel_dir", bandwidth=0).fit(x, y_cal)
+    with pytest.raises(CalbenchError, match="power of two"):
+        make_calibrator("forest", n_bins=12).fit(x, y_cal)
+    with pytest.raises(CalbenchError, match="'n_bins' parameter of HistogramBinning"):
+        make_calibrator("histbin_width", n_bins=0).fit(x, y_cal)
+    with pytest.raises(CalbenchError, match="compose needs first=NAME"):
+        make_calibrator("compose", first="ts")
+
+
+def test_exact_zeros_are_far_but_finite():
+    p = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.2, 0.3, 0.5], [0.0, 0.0, 1.0]] * 5)
+    y = np.array([0, 1, 2, 2] * 5)
+    out = make_calibrator("knn_kl", n_neighbors=3).fit(probs_to_logits(p), y).predict_proba(
+        probs_to_logits(p))
+    assert np.isfinite(out).all() and np.allclose(out.sum(axis=1), 1)
+    assert np.isfinite(softmax(probs_to_logits(p))).all()
