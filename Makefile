@@ -30,6 +30,7 @@ tables:
 
 bench:
 	$(PYTHON) benchmarks/bench_dirichlet.py --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 
 clean:
 	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/hydra

@@ -191,8 +191,10 @@ def test_every_calibrator_has_a_config_and_back():
     from hydra import compose, initialize_config_module
 
     with initialize_config_module("calbench.conf", version_base="1.3"):
-        configs = {p.stem: compose("config", overrides=[f"method={p.stem}"]).method
-                   for p in CONF.glob("*.yaml")}
+        configs = {
+            p.stem: compose("config", overrides=[f"method={p.stem}"]).method
+            for p in CONF.glob("*.yaml")
+        }
     used = {c.calibrator for c in configs.values()}
     assert set(CALIBRATORS) <= used, f"no conf/method file for {set(CALIBRATORS) - used}"
     for stem, conf in configs.items():
@@ -231,8 +233,11 @@ def test_outputs_stay_on_the_simplex_for_any_logits(name, scale, seed):
     gen = np.random.default_rng(seed)
     z = gen.normal(size=(120, 4)) * scale
     y = np.arange(120) % 4
-    small = {"knn_kl": {"n_neighbors": 16}, "knn_euc": {"n_neighbors": 16},
-             "forest": {"n_trees": 10}}
+    small = {
+        "knn_kl": {"n_neighbors": 16},
+        "knn_euc": {"n_neighbors": 16},
+        "forest": {"n_trees": 10},
+    }
     cal = make_calibrator(name, **small.get(name, {}))
     p = cal.fit(z, y).predict_proba(gen.normal(size=(60, 4)) * scale)
     assert np.isfinite(p).all() and (p >= 0).all()

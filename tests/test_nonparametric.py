@@ -63,8 +63,9 @@ def _dirichlet_pdf(p, q, h):
 def test_dirichlet_kernel_matches_scipy_density(small, h):
     p_cal, y_cal, p_test = small
     cal = make_calibrator("kernel_dir", bandwidth=h).fit(probs_to_logits(p_cal), y_cal)
-    ref = _brute_force(p_cal, y_cal, p_test,
-                       lambda p: np.array([_dirichlet_pdf(p, q, h) for q in p_cal]), 1e-4)
+    ref = _brute_force(
+        p_cal, y_cal, p_test, lambda p: np.array([_dirichlet_pdf(p, q, h) for q in p_cal]), 1e-4
+    )
     np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=1e-10)
 
 
@@ -104,8 +105,9 @@ def test_forest_with_one_bin_subtracts_the_mean_error(small):
     p_cal, y_cal, p_test = small
     cal = make_calibrator("forest", n_trees=3, n_bins=1).fit(probs_to_logits(p_cal), y_cal)
     mean_error = (p_cal - np.eye(4)[y_cal]).mean(axis=0)
-    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)),
-                               crop(p_test - mean_error, 1e-4), atol=1e-12)
+    np.testing.assert_allclose(
+        cal.predict_proba(probs_to_logits(p_test)), crop(p_test - mean_error, 1e-4), atol=1e-12
+    )
 
 
 def test_forest_tree_is_a_partition_with_leaf_mean_corrections(small):
@@ -117,10 +119,15 @@ def test_forest_tree_is_a_partition_with_leaf_mean_corrections(small):
     assert len(np.unique(leaves_cal)) == 8  # 300 distinct points: every split succeeds
     leaves_test = cal._leaves(0, p_test)
     errors = p_cal - np.eye(4)[y_cal]
-    expected = np.array([p - errors[leaves_cal == leaf].mean(axis=0)
-                         for p, leaf in zip(p_test, leaves_test, strict=True)])
-    np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)),
-                               crop(expected, 1e-4), atol=1e-12)
+    expected = np.array(
+        [
+            p - errors[leaves_cal == leaf].mean(axis=0)
+            for p, leaf in zip(p_test, leaves_test, strict=True)
+        ]
+    )
+    np.testing.assert_allclose(
+        cal.predict_proba(probs_to_logits(p_test)), crop(expected, 1e-4), atol=1e-12
+    )
     again = make_calibrator("forest", n_trees=1, n_bins=8, random_state=4)
     again.fit(probs_to_logits(p_cal), y_cal)
     np.testing.assert_array_equal(again.threshold_, cal.threshold_)
@@ -129,10 +136,14 @@ def test_forest_tree_is_a_partition_with_leaf_mean_corrections(small):
 def test_isotonic_is_scikit_learn_per_class_renormalised(small):
     p_cal, y_cal, p_test = small
     cal = make_calibrator("isotonic").fit(probs_to_logits(p_cal), y_cal)
-    ref = np.column_stack([
-        IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
-        .fit(p_cal[:, j], y_cal == j).predict(p_test[:, j]) for j in range(4)
-    ])
+    ref = np.column_stack(
+        [
+            IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
+            .fit(p_cal[:, j], y_cal == j)
+            .predict(p_test[:, j])
+            for j in range(4)
+        ]
+    )
     ref /= ref.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=1e-12)
 
@@ -141,10 +152,14 @@ def test_beta_matches_betacal(small):
     betacal = pytest.importorskip("betacal")
     p_cal, y_cal, p_test = small
     cal = make_calibrator("beta").fit(probs_to_logits(p_cal), y_cal)
-    ref = np.column_stack([
-        betacal.BetaCalibration("abm").fit(p_cal[:, j], (y_cal == j).astype(int))
-        .predict(p_test[:, j]) for j in range(4)
-    ])
+    ref = np.column_stack(
+        [
+            betacal.BetaCalibration("abm")
+            .fit(p_cal[:, j], (y_cal == j).astype(int))
+            .predict(p_test[:, j])
+            for j in range(4)
+        ]
+    )
     ref /= ref.sum(axis=1, keepdims=True)
     # betacal fits with scikit-learn's default tolerance; ours is tighter.
     np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=2e-3)
@@ -200,7 +215,10 @@ def test_bad_hyperparameters_are_clear(small):
 def test_exact_zeros_are_far_but_finite():
     p = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.2, 0.3, 0.5], [0.0, 0.0, 1.0]] * 5)
     y = np.array([0, 1, 2, 2] * 5)
-    out = make_calibrator("knn_kl", n_neighbors=3).fit(probs_to_logits(p), y).predict_proba(
-        probs_to_logits(p))
+    out = (
+        make_calibrator("knn_kl", n_neighbors=3)
+        .fit(probs_to_logits(p), y)
+        .predict_proba(probs_to_logits(p))
+    )
     assert np.isfinite(out).all() and np.allclose(out.sum(axis=1), 1)
     assert np.isfinite(softmax(probs_to_logits(p))).all()

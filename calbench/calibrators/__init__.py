@@ -51,7 +51,6 @@ def make_composition(first: str, second: str, **params) -> Composition:
     return Composition(make_calibrator(first), make_calibrator(second)).set_params(**params)
 
 
-
 def make_calibrator(name: str, **params) -> Calibrator:
     """A new unfitted calibrator registered as ``name``, with ``params`` set.
 

@@ -32,7 +32,10 @@ class OneVsRestCalibrator(Calibrator):
     def _predict_proba(self, logits):
         probs = softmax(logits)
         out = np.column_stack(
-            [np.clip(self._apply_binary(m, probs[:, j]), 0.0, 1.0) for j, m in enumerate(self.maps_)]
+            [
+                np.clip(self._apply_binary(m, probs[:, j]), 0.0, 1.0)
+                for j, m in enumerate(self.maps_)
+            ]
         )
         sums = out.sum(axis=1, keepdims=True)
         uniform = np.full_like(out, 1.0 / out.shape[1])
@@ -86,9 +89,7 @@ class IsotonicCalibrator(OneVsRestCalibrator):
     """Isotonic regression per class (scikit-learn's, clipped to [0, 1] outside the data)."""
 
     def _fit_binary(self, scores, outcomes):
-        return IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(
-            scores, outcomes
-        )
+        return IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(scores, outcomes)
 
     def _apply_binary(self, fitted, scores):
         return fitted.predict(scores)
