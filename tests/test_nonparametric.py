@@ -222,3 +222,21 @@ def test_exact_zeros_are_far_but_finite():
     )
     assert np.isfinite(out).all() and np.allclose(out.sum(axis=1), 1)
     assert np.isfinite(softmax(probs_to_logits(p))).all()
+
+
+def test_decision_calibration_zeroes_each_parts_average_correction(synthetic):
+    """Zhao et al.'s defining property: after an update, the residual weighted by each part
+    of that iteration's partition vanishes on the fitting data."""
+    x, y = synthetic.logits_cal, synthetic.y_cal
+    cal = make_calibrator("dec", n_iterations=4, n_steps=100).fit(x, y)
+    probs = softmax(x)
+    before, after = cal.adjusted(probs, 3), cal.adjusted(probs)
+    weights = softmax(before @ cal.partitions_[-1].T)
+    residual = np.eye(3)[y] - after
+    assert np.abs(weights.T @ residual / len(y)).max() < 1e-12
+    assert np.abs(weights.T @ (np.eye(3)[y] - before) / len(y)).max() > 1e-4
+    # and the calibrated test predictions are closer to the true map than the inputs
+    c = synthetic.true_map(synthetic.probs_test)
+    p = cal.predict_proba(synthetic.logits_test)
+    assert np.abs(p - c).mean() < 0.7 * np.abs(synthetic.probs_test - c).mean()
+    np.testing.assert_allclose(p.sum(axis=1), 1)

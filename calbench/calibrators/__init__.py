@@ -12,6 +12,7 @@ import inspect
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import BetaCalibrator, HistogramBinning, IsotonicCalibrator
 from calbench.calibrators.composition import Composition
+from calbench.calibrators.decision import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.neighbourhood import KernelCalibrator, KNNCalibrator
 from calbench.calibrators.parametric import (
@@ -42,6 +43,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "histbin_freq": (HistogramBinning, {"binning": "equal_size"}),
     "isotonic": (IsotonicCalibrator, {}),
     "beta": (BetaCalibrator, {}),
+    "dec": (DecisionCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
 }
 

@@ -1,0 +1,108 @@
+r"""Decision calibration (Zhao et al. 2021; Valk 2.6, Algorithm 1) for losses with k decisions.
+
+Each iteration finds a soft partition of the simplex into ``n_decisions`` parts with linear
+boundaries, :math:`w(p) = \mathrm{softmax}(V p)`, that maximises the calibration violation
+:math:`\sum_a \|\frac1n \sum_i w_a(p_i)(y_i - p_i)\|_2` (Adam on V, with the noise of Zhao's
+code on the logits during the search), then adds to every prediction the least-squares
+adjustment :math:`A = (W^\top W)^{-1} W^\top (Y - P)`, i.e. :math:`p \leftarrow p + w(p) A`.
+After the last iteration the outputs are cropped onto the simplex (Valk Algorithm 2; Zhao's
+code only clamps them, Valk normalises them).
+
+By construction the weighted residual :math:`W^\top(Y - P')` of the fitting data after an
+update is zero: every part of the partition is corrected on average.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from calbench.calibrators.base import Calibrator
+from calbench.calibrators.neighbourhood import crop, default_epsilon
+from calbench.errors import check_int
+from calbench.simplex import softmax
+
+
+class DecisionCalibrator(Calibrator):
+    """Parameters
+    ----------
+    n_decisions : int
+        Decisions of the losses to calibrate for (2 in Valk's experiments).
+    n_iterations : int
+        Partitions found and corrected in turn (10 on Valk's synthetic data).
+    n_steps : int
+        Adam steps per partition search.
+    learning_rate : float
+    noise : float
+        Standard deviation of the noise on the partition logits during the search.
+    epsilon : float or None
+        Cropping constant; None takes Valk's default for the number of classes.
+    random_state : int
+    """
+
+    input_kind = "probabilities"
+
+    def __init__(
+        self,
+        n_decisions=2,
+        n_iterations=10,
+        n_steps=300,
+        learning_rate=1e-2,
+        noise=0.1,
+        epsilon=None,
+        random_state=0,
+    ):
+        self.n_decisions = n_decisions
+        self.n_iterations = n_iterations
+        self.n_steps = n_steps
+        self.learning_rate = learning_rate
+        self.noise = noise
+        self.epsilon = epsilon
+        self.random_state = random_state
+
+    def _fit(self, logits, y):
+        n_decisions = check_int(self.n_decisions, "n_decisions", "dec", minimum=2)
+        n_iterations = check_int(self.n_iterations, "n_iterations", "dec", minimum=0)
+        steps = check_int(self.n_steps, "n_steps", "dec")
+        gen = torch.Generator().manual_seed(int(self.random_state))
+        probs = torch.from_numpy(softmax(logits))
+        n, k = probs.shape
+        labels = torch.zeros_like(probs)
+        labels[torch.arange(n), torch.from_numpy(y)] = 1.0
+        self.partitions_, self.adjustments_ = [], []
+        current = probs.clone()
+        for _ in range(n_iterations):
+            boundary = (
+                torch.randn(n_decisions, k, generator=gen, dtype=torch.float64) / np.sqrt(k)
+            ).requires_grad_(True)
+            optimiser = torch.optim.Adam([boundary], lr=self.learning_rate)
+            residual = labels - current
+            for _ in range(steps):
+                optimiser.zero_grad()
+                scores = current @ boundary.T
+                scores = scores + self.noise * torch.randn(
+                    scores.shape, generator=gen, dtype=torch.float64
+                )
+                weights = torch.softmax(scores, dim=1)
+                violation = (weights.T @ residual / n).norm(dim=1).sum()
+                (-violation).backward()
+                optimiser.step()
+            with torch.no_grad():
+                weights = torch.softmax(current @ boundary.T, dim=1)
+                adjustment = torch.linalg.lstsq(weights, residual).solution
+                current = current + weights @ adjustment
+            self.partitions_.append(boundary.detach().numpy().copy())
+            self.adjustments_.append(adjustment.numpy().copy())
+        self.epsilon_ = default_epsilon(k) if self.epsilon is None else float(self.epsilon)
+
+    def adjusted(self, probs: np.ndarray, n_iterations: int | None = None) -> np.ndarray:
+        """Predictions after the first ``n_iterations`` corrections, before cropping."""
+        out = np.array(probs, dtype=np.float64)
+        for boundary, adjustment in list(zip(self.partitions_, self.adjustments_, strict=True))[
+            :n_iterations
+        ]:
+            out = out + softmax(out @ boundary.T) @ adjustment
+        return out
+
+    def _predict_proba(self, logits):
+        return crop(self.adjusted(softmax(logits)), self.epsilon_)
