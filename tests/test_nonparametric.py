@@ -240,3 +240,20 @@ def test_decision_calibration_zeroes_each_parts_average_correction(synthetic):
     p = cal.predict_proba(synthetic.logits_test)
     assert np.abs(p - c).mean() < 0.7 * np.abs(synthetic.probs_test - c).mean()
     np.testing.assert_allclose(p.sum(axis=1), 1)
+
+
+@pytest.mark.parametrize("name", ["iop_full", "iop_diag"])
+def test_order_preserving_maps_keep_the_order_of_every_row(name, rng):
+    z = rng.normal(size=(400, 5)) * 3
+    y = (z + rng.gumbel(size=z.shape) * 2).argmax(axis=1)
+    cal = make_calibrator(name, hidden=(8, 8), max_iter=100).fit(z, y)
+    test = rng.normal(size=(300, 5)) * 5
+    out = cal.predict_proba(test)
+    # Along the logits' decreasing order the outputs never increase (ties may appear where
+    # an increment falls below float precision), so the top class keeps the top probability.
+    by_logit = np.take_along_axis(out, np.argsort(-test, axis=1), axis=1)
+    assert (np.diff(by_logit, axis=1) <= 0).all()
+    assert (out[np.arange(300), test.argmax(axis=1)] == out.max(axis=1)).all()
+    # and it learns: the over-confident logits (labels noisier than z says) get cooled
+    loss = -np.log(cal.predict_proba(z)[np.arange(400), y]).mean()
+    assert loss < -np.log(softmax(z)[np.arange(400), y]).mean()

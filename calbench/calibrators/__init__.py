@@ -15,6 +15,7 @@ from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.neighbourhood import KernelCalibrator, KNNCalibrator
+from calbench.calibrators.order_preserving import OrderPreservingCalibrator
 from calbench.calibrators.parametric import (
     BiasCorrectedTemperatureScaling,
     DirichletCalibrator,
@@ -44,6 +45,8 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "isotonic": (IsotonicCalibrator, {}),
     "beta": (BetaCalibrator, {}),
     "dec": (DecisionCalibrator, {}),
+    "iop_full": (OrderPreservingCalibrator, {"family": "full"}),
+    "iop_diag": (OrderPreservingCalibrator, {"family": "diagonal"}),
     "true_map": (TrueMapCalibrator, {}),
 }
 
