@@ -74,7 +74,7 @@ def test_experiment_preset_then_tables(tmp_path):
     out = calbench("tables", "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     md = (tmp_path / "tables" / "valk_synthetic_table1.md").read_text()
-    assert "|  | uncal | TS | DIR | forest | KNN | kernel | cal |" in md
+    assert "|  | uncal | TS | DIR | IOP | DEC | forest | KNN | kernel | cal |" in md
     for row in (
         "confidence CE",
         "classwise CE",
@@ -108,3 +108,41 @@ def test_joblib_launcher_two_jobs_keeps_every_row_once(tmp_path):
     rows = stored(tmp_path)
     assert set(rows["method"]) == {"ts", "vs", "bcts", "dir"}
     assert rows.groupby(["method", "metric"]).size().eq(1).all()
+
+
+def test_valk_real_names_the_missing_logits(tmp_path):
+    out = calbench("run", "experiment=valk_real", f"data_dir={tmp_path}", f"results_dir={tmp_path}")
+    assert out.returncode == 2
+    assert "probs_densenet40_c10_logits.p' does not exist" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_valk_real_tables_from_small_stand_in_pickles(tmp_path):
+    import pickle
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for name, k in (("probs_densenet40_c10_logits.p", 10), ("probs_densenet40_c100_logits.p", 100)):
+        n = 1200
+        y = np.tile(np.arange(k), n // k)
+        z = rng.normal(size=(n, k)) * 2
+        z[np.arange(n), y] += 3
+        with open(tmp_path / name, "wb") as f:
+            pickle.dump(((z[:600], y[:600]), (z[600:], y[600:])), f)
+    out = calbench(
+        "run",
+        "experiment=valk_real",
+        "dataset=c10_densenet40,c100_densenet40",
+        "method=uncal,ts,vs",
+        "protocol.inner_folds=3",
+        f"data_dir={tmp_path}",
+        f"results_dir={tmp_path}",
+    )
+    assert out.returncode == 0, out.stderr
+    out = calbench("tables", "--results-dir", str(tmp_path), "--experiment", "valk_real")
+    assert out.returncode == 0, out.stderr
+    md = (tmp_path / "tables" / "valk_real_table8_log_loss.md").read_text()
+    assert "|  |  | uncal | VS | TS |" in md
+    assert "| C-10 | DenseNet-40 |" in md and "| C-100 | DenseNet-40 |" in md
+    assert md.count("| average rank |") == 2

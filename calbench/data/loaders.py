@@ -23,8 +23,9 @@ def _existing_file(path, what: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_file():
         raise CalbenchError(
-            f"{what} file {str(p)!r} does not exist; check dataset.path (relative paths are "
-            "taken from the directory calbench runs in)."
+            f"{what} file {str(p)!r} does not exist. Put it there (the papers' logit sets "
+            "must be fetched on a connected machine) or point dataset.path or data_dir at it; "
+            "relative paths are taken from the directory calbench runs in."
         )
     return p
 

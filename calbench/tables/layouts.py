@@ -69,6 +69,8 @@ def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     metrics = [m for m in spec["rows"] if m in table.index]
     missing += [f"metric {m}" for m in spec["rows"] if m not in table.index]
     values = table.reindex(index=metrics, columns=list(columns)).to_numpy(dtype=np.float64)
+    row_scale = spec.get("row_scale", {})  # e.g. ECE x 100 as in Valk Table 4
+    values = values * np.array([float(row_scale.get(m, 1.0)) for m in metrics])[:, None]
     ranks = _ranks(
         values,
         list(columns),
