@@ -14,6 +14,7 @@ sends everything right, so it behaves as a leaf and no test point reaches an emp
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.neighbourhood import crop, default_epsilon
@@ -92,13 +93,15 @@ class RandomCalibrationForest(Calibrator):
 
     def _predict_proba(self, logits):
         probs = softmax(logits)
-        n_leaves, k = 2**self.depth_, probs.shape[1]
+        n_leaves, n_cal = 2**self.depth_, len(self.errors_)
+        ones, columns = np.ones(n_cal), np.arange(n_cal)
         correction = np.zeros_like(probs)
         for t in range(self.n_trees):
             leaf_cal = self.leaf_of_calibration_[t]
+            # Leaf sums of the errors as one sparse product (np.add.at is ~50x slower).
+            membership = csr_matrix((ones, (leaf_cal, columns)), shape=(n_leaves, n_cal))
+            sums = membership @ self.errors_
             counts = np.bincount(leaf_cal, minlength=n_leaves)
-            sums = np.zeros((n_leaves, k))
-            np.add.at(sums, leaf_cal, self.errors_)
             leaves = self._leaves(t, probs)
             correction += sums[leaves] / counts[leaves, None]
         return crop(probs - correction / self.n_trees, self.epsilon_)

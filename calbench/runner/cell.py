@@ -114,6 +114,13 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
             reference_probs=uncalibrated,
             loss_matrix=loss_matrix,
         )
+        bad = sorted(m for m, v in values.items() if not np.isfinite(v))
+        if bad:
+            raise CalbenchError(
+                f"method {cfg.method.name!r} on {dataset.name} fold {fold.index} gave non-finite "
+                f"{bad}; nothing was stored. Check the method's settings (e.g. a cropping "
+                "epsilon of 0 lets a zero probability reach the log-loss)."
+            )
         for metric, value in values.items():
             rows.append(
                 {
