@@ -1,7 +1,7 @@
 """Metrics as plain functions ``f(probs, y, **options) -> float`` and a registry by name.
 
-``*_ece``, ``*_ce``, ``*_loss``, ``brier``, ``mce`` and risks: lower is better; ``accuracy``:
-higher is better. `METRICS` records, for each name, the function, what it needs besides the
+``*_ece``, ``*_ce``, ``*_loss``, ``brier``, ``mce`` and risks: lower is better; ``accuracy``,
+p-values and ``*_accepted``: higher is better. `METRICS` records, for each name, the function, what it needs besides the
 calibrated probabilities, and its direction; tables rank with it.
 """
 
@@ -11,6 +11,12 @@ from dataclasses import dataclass
 
 from calbench.errors import CalbenchError
 from calbench.metrics.binned import classwise_ece, confidence_ece, mce
+from calbench.metrics.consistency import (
+    classwise_ece_accepted,
+    classwise_ece_p_value,
+    confidence_ece_accepted,
+    confidence_ece_p_value,
+)
 from calbench.metrics.decision import argmax_changed, average_loss_gap, empirical_risk
 from calbench.metrics.scoring import accuracy, brier, log_loss
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
@@ -41,6 +47,11 @@ METRICS = {
     "average_loss_gap": MetricSpec(average_loss_gap, needs="labels_or_true"),
     "empirical_risk": MetricSpec(empirical_risk, needs="loss"),
     "argmax_changed": MetricSpec(argmax_changed, needs="reference"),
+    # Consistency-resampling tests (opt-in: 10,000 resamples cost seconds per fold).
+    "confidence_ece_p_value": MetricSpec(confidence_ece_p_value, higher_is_better=True),
+    "classwise_ece_p_value": MetricSpec(classwise_ece_p_value, higher_is_better=True),
+    "confidence_ece_accepted": MetricSpec(confidence_ece_accepted, higher_is_better=True),
+    "classwise_ece_accepted": MetricSpec(classwise_ece_accepted, higher_is_better=True),
 }
 
 
@@ -94,7 +105,11 @@ __all__ = [
     "average_loss_gap",
     "brier",
     "classwise_ece",
+    "classwise_ece_accepted",
+    "classwise_ece_p_value",
     "confidence_ece",
+    "confidence_ece_accepted",
+    "confidence_ece_p_value",
     "empirical_risk",
     "evaluate",
     "log_loss",
