@@ -1,8 +1,9 @@
 """Metrics as plain functions ``f(probs, y, **options) -> float`` and a registry by name.
 
 ``*_ece``, ``*_ce``, ``*_loss``, ``brier``, ``mce`` and risks: lower is better; ``accuracy``,
-p-values and ``*_accepted``: higher is better. `METRICS` records, for each name, the function, what it needs besides the
-calibrated probabilities, and its direction; tables rank with it.
+p-values and ``*_accepted``: higher is better. `METRICS` records, for each name, the
+function, what it needs besides the calibrated probabilities, and its direction; tables
+rank with it.
 """
 
 from __future__ import annotations

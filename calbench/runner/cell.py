@@ -71,6 +71,19 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset):
     return calibrator, grid, criterion
 
 
+def fit_selected(cfg: DictConfig, calibrator, grid, logits, y):
+    """The protocol's hyperparameter choice and fit: (fitted model, chosen params)."""
+    return select_and_fit(
+        calibrator,
+        grid,
+        logits,
+        y,
+        inner_folds=cfg.protocol.inner_folds,
+        average_inner_models=cfg.protocol.average_inner_models,
+        seed=cfg.seed,
+    )
+
+
 def run_cell(cfg: DictConfig) -> pd.DataFrame:
     """Fit and evaluate the configured method on every fold of the protocol."""
     if cfg.shift.name != "none":
@@ -86,15 +99,7 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
     rows = []
     for fold in make_folds(dataset, protocol["name"], seed=cfg.seed, **outer):
         start = time.perf_counter()
-        model, chosen = select_and_fit(
-            calibrator,
-            grid,
-            fold.logits_fit,
-            fold.y_fit,
-            inner_folds=protocol["inner_folds"],
-            average_inner_models=protocol["average_inner_models"],
-            seed=cfg.seed,
-        )
+        model, chosen = fit_selected(cfg, calibrator, grid, fold.logits_fit, fold.y_fit)
         fit_seconds = time.perf_counter() - start
         probs = model.predict_proba(fold.logits_eval)
         drift = np.abs(probs.sum(axis=1) - 1).max()
