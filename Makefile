@@ -1,8 +1,13 @@
-# calbench: common tasks. `make install` first on a fresh machine.
+# cal# Valk Fig. 5-style simplex maps and reliability diagrams of the synthetic experiment.
+figures:
+	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
+	calbench figures --experiment valk_synthetic --results-dir $(RESULTS)
+
+bench: common tasks. `make install` first on a fresh machine.
 PYTHON ?= python
 RESULTS ?= results
 
-.PHONY: install run test test-slow lint tables bench clean
+.PHONY: install run test test-slow lint tables figures report bench clean
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
@@ -28,9 +33,14 @@ tables:
 	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
 	calbench tables --results-dir $(RESULTS)
 
+# Valk Fig. 5-style simplex maps and reliability diagrams of the synthetic experiment.
+figures:
+	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
+	calbench figures --experiment valk_synthetic --results-dir $(RESULTS)
+
 bench:
 	$(PYTHON) benchmarks/bench_dirichlet.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 
 clean:
-	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/hydra
+	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/figures $(RESULTS)/hydra

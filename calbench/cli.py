@@ -1,4 +1,4 @@
-"""The ``calbench`` command: ``run`` (a Hydra app), ``tables``.
+"""The ``calbench`` command: ``run`` (a Hydra app), ``tables``, ``figures``.
 
 ``calbench run [OVERRIDES] [-m]`` hands everything after ``run`` to Hydra, so overrides,
 ``-m`` sweeps, ``--help``, ``--cfg job`` and Hydra's errors for unknown names behave as
@@ -19,6 +19,7 @@ commands:
                               calbench run -m method=ts,vs,dir
                               calbench run experiment=valk_synthetic
   tables [OPTIONS]       write ranked tables from the results store (`calbench tables -h`)
+  figures [OPTIONS]      simplex maps, reliability and CD diagrams (`calbench figures -h`)
 """
 
 
@@ -58,6 +59,10 @@ def main(argv: list[str] | None = None) -> None:
             from calbench.tables.cli import main as tables_main
 
             tables_main(rest)
+        elif command == "figures":
+            from calbench.plots.cli import main as figures_main
+
+            figures_main(rest)
         else:
             fail(f"unknown command {command!r}.\n{USAGE}")
     except CalbenchError as exc:

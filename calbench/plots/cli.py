@@ -1,0 +1,196 @@
+"""``calbench figures``: the papers' figures for an experiment, as PNG and PDF.
+
+- 3-class data sets (valk_synthetic): Valk Fig. 5-style simplex maps, one panel per method
+  of the experiment's sweep plus the calibration data and the true map; confidence and
+  class-1 reliability diagrams for a few methods. Methods are refitted as the experiment's
+  config says (seeded, so the maps are the ones whose numbers are in the tables).
+- Experiments with several data sets in the store: a critical-difference diagram per metric.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: figures are files
+import matplotlib.pyplot as plt  # noqa: E402
+from hydra import compose, initialize_config_module  # noqa: E402
+
+from calbench.errors import CalbenchError  # noqa: E402
+from calbench.plots.cd_diagram import cd_diagram  # noqa: E402
+from calbench.plots.reliability import reliability_diagram  # noqa: E402
+from calbench.plots.simplex import calibration_data, calibration_map  # noqa: E402
+from calbench.runner.cell import (  # noqa: E402
+    build_calibrator,
+    fit_selected,
+    load_configured_dataset,
+)
+from calbench.runner.store import ResultStore  # noqa: E402
+from calbench.simplex import probs_to_logits  # noqa: E402
+from calbench.tables.cli import metric_direction  # noqa: E402
+from calbench.tables.statistics import friedman  # noqa: E402
+
+RELIABILITY_METHODS = ("uncal", "ts", "dir", "kernel_dir_h01")
+
+
+# Extra Hydra overrides for every composed config (``--override dataset.n_test=2000``).
+_OVERRIDES: list[str] = []
+
+
+def experiment_config(experiment: str, *overrides: str):
+    with initialize_config_module("calbench.conf", version_base="1.3"):
+        try:
+            return compose(
+                "config",
+                overrides=[f"experiment={experiment}", *_OVERRIDES, *overrides],
+                return_hydra_config=True,
+            )
+        except Exception as exc:  # Hydra's own message names the missing config
+            raise CalbenchError(f"Cannot compose experiment={experiment}: {exc}") from None
+
+
+def swept_methods(experiment: str) -> list[str]:
+    params = experiment_config(experiment).hydra.sweeper.params or {}
+    return [m.strip() for m in str(params.get("method", "")).split(",") if m.strip()]
+
+
+def _save(fig, out_dir: Path, name: str, formats) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = out_dir / f"{name}.{fmt}"
+        fig.savefig(path, dpi=160, bbox_inches="tight")
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def fitted_methods(experiment: str, methods: list[str]):
+    """(dataset, {method: fitted model}) as the experiment configures them."""
+    dataset, models = None, {}
+    for method in methods:
+        cfg = experiment_config(experiment, f"method={method}")
+        dataset = dataset or load_configured_dataset(cfg)
+        calibrator, grid, _ = build_calibrator(cfg, dataset)
+        models[method], _ = fit_selected(cfg, calibrator, grid, dataset.logits_cal, dataset.y_cal)
+    return dataset, models
+
+
+def simplex_figures(experiment: str, out_dir: Path, formats, methods=None) -> list[Path]:
+    methods = methods or swept_methods(experiment)
+    dataset, models = fitted_methods(experiment, methods)
+    if dataset.n_classes != 3:
+        raise CalbenchError(
+            f"Simplex maps need 3 classes; {dataset.name} has {dataset.n_classes}. "
+            "Reliability diagrams and CD diagrams work for any number of classes."
+        )
+    panels = [m for m in methods if m not in ("uncal", "true_map")]
+    n = len(panels) + 2
+    cols = 4
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows))
+    axes = axes.ravel()
+    calibration_data(axes[0], dataset.probs_cal, dataset.y_cal, "(a) calibration data")
+    if dataset.true_map is not None:
+        calibration_map(axes[1], dataset.true_map, "(b) true calibration map")
+    for i, method in enumerate(panels):
+        model = models[method]
+        calibration_map(
+            axes[i + 2],
+            lambda p, m=model: m.predict_proba(probs_to_logits(p)),
+            f"({chr(ord('c') + i)}) {method}",
+        )
+    for ax in axes[n:]:
+        ax.set_axis_off()
+    paths = _save(fig, out_dir, f"{experiment}_simplex_maps", formats)
+
+    shown = [m for m in RELIABILITY_METHODS if m in models]
+    fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.2), squeeze=False)
+    for j, method in enumerate(shown):
+        probs = models[method].predict_proba(dataset.logits_test)
+        reliability_diagram(axes[0, j], probs, dataset.y_test, title=f"{method}: confidence")
+        reliability_diagram(
+            axes[1, j], probs, dataset.y_test, class_index=0, title=f"{method}: class 1"
+        )
+    fig.tight_layout()
+    return paths + _save(fig, out_dir, f"{experiment}_reliability", formats)
+
+
+def cd_figures(experiment: str, results_dir, metrics, out_dir: Path, formats) -> list[Path]:
+    rows = ResultStore(results_dir).read(experiment)
+    if rows.empty:
+        raise CalbenchError(
+            f"No results for experiment {experiment!r} in {results_dir}; "
+            f"run `calbench run experiment={experiment}` first."
+        )
+    direction = metric_direction()
+    paths = []
+    for metric in metrics:
+        table = (
+            rows[rows["metric"] == metric]
+            .groupby(["dataset", "method"])["value"]
+            .mean()
+            .unstack("method")
+        )
+        if len(table) < 2 or table.shape[1] < 3:
+            continue  # one task or too few methods: no ranking statistics to draw
+        result = friedman(table, direction(metric))
+        fig, ax = plt.subplots(figsize=(7, 2.2 + 0.15 * table.shape[1]))
+        cd_diagram(ax, result, title=f"{experiment}: {metric}")
+        paths += _save(fig, out_dir, f"{experiment}_cd_{metric}", formats)
+    return paths
+
+
+def write_figures(
+    experiment,
+    results_dir="results",
+    formats=("png", "pdf"),
+    metrics=("log_loss", "classwise_ece"),
+    methods=None,
+) -> list[Path]:
+    out_dir = Path(results_dir) / "figures"
+    paths = []
+    dataset_name = experiment_config(experiment).dataset.loader
+    if dataset_name == "synthetic_dirichlet":
+        paths += simplex_figures(experiment, out_dir, formats, methods)
+    paths += (
+        cd_figures(experiment, results_dir, metrics, out_dir, formats)
+        if ResultStore(results_dir).read(experiment)["dataset"].nunique() > 1
+        else []
+    )
+    if not paths:
+        raise CalbenchError(
+            f"Nothing to draw for experiment {experiment!r}: simplex maps need the 3-class "
+            "synthetic data, CD diagrams results on at least 2 data sets."
+        )
+    return paths
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="calbench figures", description=__doc__)
+    parser.add_argument("--experiment", default="valk_synthetic")
+    parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--formats", default="png,pdf")
+    parser.add_argument(
+        "--metrics", default="log_loss,classwise_ece", help="metrics for CD diagrams"
+    )
+    parser.add_argument("--methods", help="comma-separated methods instead of the sweep's")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        help="a Hydra override for the refitted methods, e.g. dataset.n_test=2000",
+    )
+    args = parser.parse_args(argv)
+    _OVERRIDES[:] = args.override
+    paths = write_figures(
+        args.experiment,
+        args.results_dir,
+        [f for f in args.formats.split(",") if f],
+        [m for m in args.metrics.split(",") if m],
+        [m for m in (args.methods or "").split(",") if m] or None,
+    )
+    for path in paths:
+        print(f"wrote {path}")

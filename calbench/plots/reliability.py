@@ -1,0 +1,58 @@
+"""Reliability diagrams (Kull Fig. 1; Valk Fig. 2): bars, gap bars, diagonal, bin counts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.metrics.binned import bin_statistics
+
+
+def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
+    """Confidence reliability (``class_index=None``) or class-j reliability on ``ax``.
+
+    Blue bars: observed frequency per equal-width bin; red bars: the gap from the mean
+    predicted value to it, drawn at the mean prediction; dotted diagonal: calibration;
+    numbers above the axis: samples per bin.
+    """
+    probs = np.asarray(probs)
+    if class_index is None:
+        scores = probs.max(axis=1)
+        outcomes = (probs.argmax(axis=1) == y).astype(float)
+        ylabel = "accuracy"
+    else:
+        scores = probs[:, class_index]
+        outcomes = (np.asarray(y) == class_index).astype(float)
+        ylabel = f"frequency of class {class_index + 1}"
+    counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, "equal_width")
+    centres = (np.arange(n_bins) + 0.5) / n_bins
+    filled = counts > 0
+    width = 1.0 / n_bins
+    ax.bar(
+        centres[filled],
+        mean_outcome[filled],
+        width=width,
+        color="#4878d0",
+        edgecolor="black",
+        linewidth=0.5,
+        label="observed",
+    )
+    gap = mean_score[filled] - mean_outcome[filled]
+    ax.bar(
+        mean_score[filled],
+        gap,
+        bottom=mean_outcome[filled],
+        width=width * 0.3,
+        color="#d65f5f",
+        alpha=0.9,
+        label="gap",
+    )
+    ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
+    for c, n in zip(centres[filled], counts[filled], strict=True):
+        ax.text(c, 1.01, f"{int(n)}", ha="center", va="bottom", fontsize=5, rotation=90)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence" if class_index is None else f"predicted p{class_index + 1}")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9, pad=24)
+    ax.legend(loc="upper left", fontsize=7)
+    return ax

@@ -1,0 +1,81 @@
+"""Figures render headless to non-empty files; CD diagrams from a store."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calbench.errors import CalbenchError
+from calbench.plots.cli import cd_figures
+from calbench.plots.simplex import simplex_grid, to_plane
+from calbench.runner.store import COLUMNS, ResultStore
+
+
+def test_simplex_geometry():
+    grid = simplex_grid(0.1)
+    assert np.allclose(grid.sum(axis=1), 1) and (grid > 0).all()
+    np.testing.assert_allclose(to_plane(np.eye(3)), [[0, 0], [1, 0], [0.5, np.sqrt(3) / 2]])
+
+
+def test_figures_command_writes_simplex_and_reliability_pngs(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calbench.cli",
+            "figures",
+            "--results-dir",
+            str(tmp_path),
+            "--formats",
+            "png",
+            "--override",
+            "dataset.n_test=2000",
+            "--methods",
+            "ts,dir,kernel_dir_h01",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    for name in ("valk_synthetic_simplex_maps.png", "valk_synthetic_reliability.png"):
+        path = tmp_path / "figures" / name
+        assert path.is_file() and path.stat().st_size > 20_000
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _store(tmp_path, datasets, methods, rng):
+    rows = []
+    for d in datasets:
+        for i, m in enumerate(methods):
+            rows.append(
+                {
+                    "experiment": "e",
+                    "dataset": d,
+                    "method": m,
+                    "criterion": "nll",
+                    "loss": "zero_one",
+                    "shift": "none",
+                    "protocol": "holdout",
+                    "fold": 0,
+                    "metric": "log_loss",
+                    "value": i + rng.normal(0, 0.5),
+                    "fit_seconds": 0.0,
+                    "params": "{}",
+                    "config_hash": d + m,
+                    "seed": 0,
+                    "calbench_version": "x",
+                }
+            )
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    ResultStore(tmp_path).write("cells", frame)
+
+
+def test_cd_diagram_from_the_store(tmp_path, rng):
+    _store(tmp_path, [f"d{i}" for i in range(8)], ["a", "b", "c", "d"], rng)
+    paths = cd_figures("e", tmp_path, ["log_loss"], tmp_path / "figures", ["png"])
+    assert len(paths) == 1 and paths[0].stat().st_size > 5_000
+    with pytest.raises(CalbenchError, match="run `calbench run experiment=nothing` first"):
+        cd_figures("nothing", tmp_path, ["log_loss"], tmp_path / "figures", ["png"])
