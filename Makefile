@@ -3,6 +3,10 @@ figures:
 	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
 	calbench figures --experiment valk_synthetic --results-dir $(RESULTS)
 
+# One Markdown page per experiment with results: tables, figures, provenance.
+report:
+	calbench report valk_synthetic --results-dir $(RESULTS)
+
 bench: common tasks. `make install` first on a fresh machine.
 PYTHON ?= python
 RESULTS ?= results
@@ -37,6 +41,10 @@ tables:
 figures:
 	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
 	calbench figures --experiment valk_synthetic --results-dir $(RESULTS)
+
+# One Markdown page per experiment with results: tables, figures, provenance.
+report:
+	calbench report valk_synthetic --results-dir $(RESULTS)
 
 bench:
 	$(PYTHON) benchmarks/bench_dirichlet.py --out $(RESULTS)/bench

@@ -20,6 +20,7 @@ commands:
                               calbench run experiment=valk_synthetic
   tables [OPTIONS]       write ranked tables from the results store (`calbench tables -h`)
   figures [OPTIONS]      simplex maps, reliability and CD diagrams (`calbench figures -h`)
+  report EXPERIMENT      one Markdown page with the experiment's tables and figures
 """
 
 
@@ -63,6 +64,10 @@ def main(argv: list[str] | None = None) -> None:
             from calbench.plots.cli import main as figures_main
 
             figures_main(rest)
+        elif command == "report":
+            from calbench.report import main as report_main
+
+            report_main(rest)
         else:
             fail(f"unknown command {command!r}.\n{USAGE}")
     except CalbenchError as exc:

@@ -86,6 +86,11 @@ def test_experiment_preset_then_tables(tmp_path):
     ):
         assert f"| {row} |" in md
     assert (tmp_path / "tables" / "valk_synthetic_table1.tex").is_file()
+    out = calbench("report", "valk_synthetic", "--results-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    report = (tmp_path / "reports" / "valk_synthetic.md").read_text()
+    assert "# Experiment `valk_synthetic`" in report and "| average rank |" in report
+    assert "calbench figures --experiment valk_synthetic" in report  # none drawn yet
 
 
 def test_tables_without_results_says_what_to_run(tmp_path):

@@ -41,7 +41,9 @@ def metric_direction():
     return direction
 
 
-def write_tables(results_dir, experiment=None, formats=("md", "tex", "csv")) -> list[Path]:
+def write_tables(
+    results_dir, experiment=None, formats=("md", "tex", "csv"), echo=True
+) -> list[Path]:
     store = ResultStore(results_dir)
     rows = store.read()
     specs = [
@@ -66,7 +68,8 @@ def write_tables(results_dir, experiment=None, formats=("md", "tex", "csv")) -> 
             path = out_dir / f"{spec['name']}.{fmt}"
             atomic_write_text(path, RENDERERS[fmt](table))
             written.append(path)
-        print(RENDERERS["md"](table))
+        if echo:
+            print(RENDERERS["md"](table))
     return written
 
 

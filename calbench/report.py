@@ -1,0 +1,76 @@
+"""``calbench report EXPERIMENT``: one self-contained Markdown page per experiment.
+
+The page holds the experiment's ranked tables (written afresh from the store), the figures
+already drawn for it (``calbench figures``), what was run (data sets, methods, folds, cells)
+and provenance (calbench versions, seeds, config hashes), so a reader sees the whole
+reproduction at a glance.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from calbench.errors import CalbenchError
+from calbench.runner.store import ResultStore, atomic_write_text
+from calbench.tables.cli import write_tables
+
+
+def write_report(experiment: str, results_dir="results") -> Path:
+    rows = ResultStore(results_dir).read(experiment)
+    if rows.empty:
+        raise CalbenchError(
+            f"No results for experiment {experiment!r} in {results_dir}; "
+            f"run `calbench run experiment={experiment}` first."
+        )
+    results_dir = Path(results_dir)
+    tables = write_tables(results_dir, experiment, formats=("md",), echo=False)
+    figures = sorted((results_dir / "figures").glob(f"{experiment}_*.png"))
+    cells = rows.drop_duplicates("config_hash")
+    seeds = ", ".join(map(str, sorted(rows["seed"].unique())))
+    lines = [
+        f"# Experiment `{experiment}`",
+        "",
+        f"{len(cells)} cells: data sets {', '.join(sorted(rows['dataset'].unique()))}; "
+        f"methods {', '.join(sorted(rows['method'].unique()))}; protocol "
+        f"{', '.join(sorted(rows['protocol'].unique()))} with "
+        f"{rows['fold'].nunique()} fold(s); seeds {seeds}.",
+        f"Fit time over all cells and folds: "
+        f"{rows.drop_duplicates(['config_hash', 'fold'])['fit_seconds'].sum():.1f} s.",
+        "",
+        "## Tables",
+        "",
+    ]
+    for path in tables:
+        lines += [path.read_text(), ""]
+    lines += ["## Figures", ""]
+    if figures:
+        lines += [f"![{p.stem}](../figures/{p.name})" for p in figures]
+    else:
+        lines.append(f"None drawn yet: `calbench figures --experiment {experiment}`.")
+    lines += [
+        "",
+        "## Provenance",
+        "",
+        f"calbench version(s): {', '.join(sorted(rows['calbench_version'].astype(str).unique()))}.",
+        "Each cell's rows and resolved config are in `store/<config_hash>.csv|yaml`:",
+        "",
+        "| dataset | method | criterion | config hash |",
+        "|---|---|---|---|",
+    ]
+    for _, cell in cells.sort_values(["dataset", "method"]).iterrows():
+        lines.append(
+            f"| {cell['dataset']} | {cell['method']} | {cell['criterion']} | "
+            f"`{cell['config_hash']}` |"
+        )
+    path = results_dir / "reports" / f"{experiment}.md"
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="calbench report", description=__doc__)
+    parser.add_argument("experiment")
+    parser.add_argument("--results-dir", default="results")
+    args = parser.parse_args(argv)
+    print(f"wrote {write_report(args.experiment, args.results_dir)}")
