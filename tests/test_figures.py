@@ -40,37 +40,58 @@ def test_figures_command_writes_simplex_and_reliability_pngs(tmp_path):
         timeout=600,
     )
     assert out.returncode == 0, out.stderr
-    for name in ("valk_synthetic_simplex_maps.png", "valk_synthetic_reliability.png"):
+    for name in (
+        "valk_synthetic_simplex_maps.png",
+        "valk_synthetic_reliability.png",
+        "valk_synthetic_ks_curves.png",
+    ):
         path = tmp_path / "figures" / name
         assert path.is_file() and path.stat().st_size > 20_000
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _store(tmp_path, datasets, methods, rng):
-    rows = []
-    for d in datasets:
-        for i, m in enumerate(methods):
-            rows.append(
-                {
-                    "experiment": "e",
-                    "dataset": d,
-                    "method": m,
-                    "criterion": "nll",
-                    "loss": "zero_one",
-                    "shift": "none",
-                    "protocol": "holdout",
-                    "fold": 0,
-                    "metric": "log_loss",
-                    "value": i + rng.normal(0, 0.5),
-                    "fit_seconds": 0.0,
-                    "params": "{}",
-                    "config_hash": d + m,
-                    "seed": 0,
-                    "calbench_version": "x",
-                }
-            )
+def _store(tmp_path, datasets, methods, rng, metrics=("log_loss",)):
+    base = {
+        "experiment": "e",
+        "criterion": "nll",
+        "loss": "zero_one",
+        "shift": "none",
+        "protocol": "holdout",
+        "fold": 0,
+        "fit_seconds": 0.0,
+        "params": "{}",
+        "seed": 0,
+        "calbench_version": "x",
+    }
+    rows = [
+        {
+            **base,
+            "dataset": d,
+            "method": m,
+            "metric": metric,
+            "config_hash": d + m,
+            "value": i + 1 + abs(rng.normal(0, 0.5)),
+        }
+        for d in datasets
+        for i, m in enumerate(methods)
+        for metric in metrics
+    ]
     frame = pd.DataFrame(rows, columns=COLUMNS)
     ResultStore(tmp_path).write("cells", frame)
+
+
+def test_ece_variance_scatter_from_the_store(tmp_path, rng):
+    from calbench.plots.cli import ece_variance_figure
+
+    _store(
+        tmp_path,
+        ["d0", "d1"],
+        ["a", "b", "c"],
+        rng,
+        metrics=("confidence_ece", "confidence_variance"),
+    )
+    paths = ece_variance_figure("e", tmp_path, tmp_path / "figures", ["png"])
+    assert len(paths) == 1 and paths[0].stat().st_size > 5_000
 
 
 def test_cd_diagram_from_the_store(tmp_path, rng):

@@ -19,7 +19,8 @@ from calbench.metrics.consistency import (
     confidence_ece_p_value,
 )
 from calbench.metrics.decision import argmax_changed, average_loss_gap, empirical_risk
-from calbench.metrics.scoring import accuracy, brier, log_loss
+from calbench.metrics.ks import ks_error
+from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
 
 
@@ -43,6 +44,8 @@ METRICS = {
     "confidence_ece": MetricSpec(confidence_ece),
     "classwise_ece": MetricSpec(classwise_ece),
     "mce": MetricSpec(mce),
+    "ks_error": MetricSpec(ks_error),
+    "confidence_variance": MetricSpec(confidence_variance),
     "true_confidence_ce": MetricSpec(true_confidence_ce, needs="true_probs"),
     "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
     "average_loss_gap": MetricSpec(average_loss_gap, needs="labels_or_true"),
@@ -111,8 +114,10 @@ __all__ = [
     "confidence_ece",
     "confidence_ece_accepted",
     "confidence_ece_p_value",
+    "confidence_variance",
     "empirical_risk",
     "evaluate",
+    "ks_error",
     "log_loss",
     "mce",
     "true_classwise_ce",

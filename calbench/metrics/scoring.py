@@ -29,3 +29,11 @@ def brier(probs, y) -> float:
     p, y = probs_and_labels(probs, y, "brier")
     sq = (p**2).sum(axis=1) - 2 * p[np.arange(len(y)), y] + 1
     return float(sq.mean())
+
+
+def confidence_variance(probs, y=None) -> float:
+    """Variance of the confidences ``max p`` (Hoki Fig. 3 plots log ECE against it)."""
+    p, _ = probs_and_labels(
+        probs, np.zeros(len(probs), dtype=int) if y is None else y, "confidence_variance"
+    )
+    return float(p.max(axis=1).var())

@@ -5,6 +5,8 @@
   class-1 reliability diagrams for a few methods. Methods are refitted as the experiment's
   config says (seeded, so the maps are the ones whose numbers are in the tables).
 - Experiments with several data sets in the store: a critical-difference diagram per metric.
+- Any experiment with results: KS calibration graphs (Gupta Fig. 1 a-b) of the refitted
+  methods on 3-class data, and Hoki Fig. 3's log ECE vs variance scatter from the store.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hydra import compose, initialize_config_module  # noqa: E402
 
 from calbench.errors import CalbenchError  # noqa: E402
 from calbench.plots.cd_diagram import cd_diagram  # noqa: E402
+from calbench.plots.ks import ece_variance_scatter, ks_curves  # noqa: E402
 from calbench.plots.reliability import reliability_diagram  # noqa: E402
 from calbench.plots.simplex import calibration_data, calibration_map  # noqa: E402
 from calbench.runner.cell import (  # noqa: E402
@@ -115,7 +118,14 @@ def simplex_figures(experiment: str, out_dir: Path, formats, methods=None) -> li
             axes[1, j], probs, dataset.y_test, class_index=0, title=f"{method}: class 1"
         )
     fig.tight_layout()
-    return paths + _save(fig, out_dir, f"{experiment}_reliability", formats)
+    paths += _save(fig, out_dir, f"{experiment}_reliability", formats)
+
+    fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.0), squeeze=False)
+    for j, method in enumerate(shown):
+        probs = models[method].predict_proba(dataset.logits_test)
+        ks_curves(axes[0, j], axes[1, j], probs, dataset.y_test, title=method)
+    fig.tight_layout()
+    return paths + _save(fig, out_dir, f"{experiment}_ks_curves", formats)
 
 
 def cd_figures(experiment: str, results_dir, metrics, out_dir: Path, formats) -> list[Path]:
@@ -143,6 +153,28 @@ def cd_figures(experiment: str, results_dir, metrics, out_dir: Path, formats) ->
     return paths
 
 
+def ece_variance_figure(experiment, results_dir, out_dir, formats) -> list[Path]:
+    """Hoki Fig. 3 from the store, where both metrics were recorded."""
+    rows = ResultStore(results_dir).read(experiment)
+    wanted = rows[rows["metric"].isin(["confidence_ece", "confidence_variance"])]
+    if wanted["metric"].nunique() < 2:
+        return []
+    table = (
+        wanted.groupby(["dataset", "method", "metric"])["value"]
+        .mean()
+        .unstack("metric")
+        .dropna()
+        .reset_index()
+    )
+    table = table[table["confidence_ece"] > 0]
+    if table.empty:
+        return []
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ece_variance_scatter(ax, table)
+    ax.set_title(f"{experiment}: log ECE vs variance (Hoki Fig. 3)", fontsize=9)
+    return _save(fig, out_dir, f"{experiment}_ece_vs_variance", formats)
+
+
 def write_figures(
     experiment,
     results_dir="results",
@@ -155,11 +187,11 @@ def write_figures(
     dataset_name = experiment_config(experiment).dataset.loader
     if dataset_name == "synthetic_dirichlet":
         paths += simplex_figures(experiment, out_dir, formats, methods)
-    paths += (
-        cd_figures(experiment, results_dir, metrics, out_dir, formats)
-        if ResultStore(results_dir).read(experiment)["dataset"].nunique() > 1
-        else []
-    )
+    stored = ResultStore(results_dir).read(experiment)
+    if stored["dataset"].nunique() > 1:
+        paths += cd_figures(experiment, results_dir, metrics, out_dir, formats)
+    if not stored.empty:
+        paths += ece_variance_figure(experiment, results_dir, out_dir, formats)
     if not paths:
         raise CalbenchError(
             f"Nothing to draw for experiment {experiment!r}: simplex maps need the 3-class "

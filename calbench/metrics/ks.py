@@ -1,0 +1,60 @@
+r"""Binning-free Kolmogorov-Smirnov calibration error (Gupta et al. 2021, sec. 3, App. B).
+
+For a score :math:`z_i` with outcome :math:`o_i` (sorted by score, ascending), the
+cumulative score :math:`\tilde h_i = \frac1N \sum_{j \le i} z_j` and the cumulative outcome
+:math:`h_i = \frac1N \sum_{j \le i} o_j` (Gupta eqs. 9-11); the KS error is
+:math:`\max_i |\tilde h_i - h_i|` (eq. 12). Scores and outcomes:
+
+- ``mode="top", r``: the r-th largest probability; outcome ``y`` is that class (top-r,
+  eq. 16; r = 1 is the top-1 / confidence case);
+- ``mode="within_top", r``: the sum of the r largest probabilities; outcome ``y`` is among
+  those classes (within-top-r, eq. 17);
+- ``mode="class", r``: class r's probability (0-based); outcome ``y == r`` (classwise, eq. 11).
+
+Ties in the score are ordered stably (by sample index); the maximum over a run of equal
+scores can depend on that order, as in Gupta's code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.errors import check_choice, check_int
+from calbench.metrics._checks import probs_and_labels
+
+KS_MODES = ("top", "within_top", "class")
+
+
+def ks_scores(probs, y, mode="top", r=1):
+    """The (score, outcome) pairs whose cumulative curves the KS error compares."""
+    owner = "ks_error"
+    check_choice(mode, "mode", owner, KS_MODES)
+    p, y = probs_and_labels(probs, y, owner)
+    rows = np.arange(len(y))
+    if mode == "class":
+        r = check_int(r, "r", owner, minimum=0)
+        return p[:, r], (y == r).astype(np.float64)
+    r = check_int(r, "r", owner)
+    order = np.argsort(-p, axis=1, kind="stable")[:, :r]
+    if mode == "top":
+        cls = order[:, r - 1]
+        return p[rows, cls], (cls == y).astype(np.float64)
+    return np.take_along_axis(p, order, axis=1).sum(axis=1), (order == y[:, None]).any(axis=1)
+
+
+def cumulative_curves(scores, outcomes):
+    """(fractile, cumulative score, cumulative outcome), sorted by score."""
+    order = np.argsort(scores, kind="stable")
+    n = len(scores)
+    return (
+        np.arange(1, n + 1) / n,
+        np.cumsum(scores[order]) / n,
+        np.cumsum(np.asarray(outcomes, dtype=np.float64)[order]) / n,
+    )
+
+
+def ks_error(probs, y, mode="top", r=1) -> float:
+    """Gupta et al.'s KS calibration error (see module docstring); 0 to 1."""
+    scores, outcomes = ks_scores(probs, y, mode, r)
+    _, cum_score, cum_outcome = cumulative_curves(scores, outcomes)
+    return float(np.abs(cum_score - cum_outcome).max())

@@ -1,0 +1,37 @@
+"""KS calibration graphs (Gupta et al. 2021, Fig. 1 a-b) and Hoki's ECE-variance scatter."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.metrics.ks import cumulative_curves, ks_scores
+
+
+def ks_curves(ax_fractile, ax_score, probs, y, title="", mode="top", r=1):
+    """(a) cumulative score and cumulative outcome against the fractile of the data;
+    (b) the same against the cumulative score, so the score curve is the diagonal. The KS
+    error is the largest vertical gap."""
+    scores, outcomes = ks_scores(probs, y, mode, r)
+    fractile, cum_score, cum_outcome = cumulative_curves(scores, outcomes)
+    ks = np.abs(cum_score - cum_outcome).max()
+    ax_fractile.plot(fractile, cum_score, label="cumulative score", color="#1f77b4")
+    ax_fractile.plot(fractile, cum_outcome, label="cumulative probability", color="#ff7f0e")
+    ax_fractile.set_xlabel("fractile")
+    ax_fractile.set_title(f"{title}: KS error {100 * ks:.2f}%", fontsize=9)
+    ax_fractile.legend(fontsize=7, loc="upper left")
+    ax_score.plot(cum_score, cum_score, color="#1f77b4")
+    ax_score.plot(cum_score, cum_outcome, color="#ff7f0e")
+    ax_score.set_xlabel("cumulative score")
+    ax_score.set_title(f"{title}: warped", fontsize=9)
+    return ks
+
+
+def ece_variance_scatter(ax, table, ece="confidence_ece", variance="confidence_variance"):
+    """Hoki Fig. 3: log ECE against the variance of calibrated confidences, one point per
+    (data set, method) row of ``table`` (columns ``method``, ``ece``, ``variance``)."""
+    for method, group in table.groupby("method"):
+        ax.scatter(group[variance], np.log(group[ece]), label=method, s=18)
+    ax.set_xlabel("variance of confidences")
+    ax.set_ylabel(f"log {ece}")
+    ax.legend(fontsize=6, ncol=2)
+    return ax
