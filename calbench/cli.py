@@ -21,6 +21,7 @@ commands:
   tables [OPTIONS]       write ranked tables from the results store (`calbench tables -h`)
   figures [OPTIONS]      simplex maps, reliability and CD diagrams (`calbench figures -h`)
   report EXPERIMENT      one Markdown page with the experiment's tables and figures
+  data list|fetch|verify the papers' data sets: what is present, download, checksums
 """
 
 
@@ -64,6 +65,10 @@ def main(argv: list[str] | None = None) -> None:
             from calbench.plots.cli import main as figures_main
 
             figures_main(rest)
+        elif command == "data":
+            from calbench.data.cli import main as data_main
+
+            data_main(rest)
         elif command == "report":
             from calbench.report import main as report_main
 

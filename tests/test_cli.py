@@ -141,6 +141,7 @@ def test_valk_real_tables_from_small_stand_in_pickles(tmp_path):
         "dataset=c10_densenet40,c100_densenet40",
         "method=uncal,ts,vs",
         "protocol.inner_folds=3",
+        "++dataset.trusted=true",  # ++: the preset's base dataset has no such key
         f"data_dir={tmp_path}",
         f"results_dir={tmp_path}",
     )

@@ -77,7 +77,7 @@ def test_kull_pickle(tmp_path, rng):
     path = tmp_path / "probs_densenet40_c10_logits.p"
     with open(path, "wb") as f:
         pickle.dump(((z[:10], y[:10]), (z[10:], y[10:])), f)
-    ds = load_dataset("kull_pickle", path=path)
+    ds = load_dataset("kull_pickle", path=path, trusted=True)
     assert ds.logits_cal.shape == (10, 10) and ds.y_test.shape == (20,)
     assert ds.name == "probs_densenet40_c10_logits"
 
@@ -138,7 +138,7 @@ def test_missing_unreadable_and_mislabelled_files(tmp_path):
         load_dataset("npz", path=path)
     (tmp_path / "x.p").write_bytes(b"garbage")
     with pytest.raises(CalbenchError, match="Cannot read .* as a pickle"):
-        load_dataset("kull_pickle", path=tmp_path / "x.p")
+        load_dataset("kull_pickle", path=tmp_path / "x.p", trusted=True)
     with pytest.raises(CalbenchError, match="Unknown dataset loader"):
         load_dataset("cifar")
     with pytest.raises(CalbenchError, match="takes no option"):

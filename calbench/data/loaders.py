@@ -75,13 +75,26 @@ def load_npz(path, name: str | None = None) -> Dataset:
     )
 
 
-def load_kull_pickle(path, name: str | None = None) -> Dataset:
+def load_kull_pickle(path, name: str | None = None, trusted: bool = False) -> Dataset:
     """Read Kull et al.'s ``((logits_val, y_val), (logits_test, y_test))`` pickle.
 
     The published files (``probs_<model>_<data>_logits.p``) hold logits despite the name.
-    Only open pickles from a source you trust: unpickling can run code.
+    Unpickling can run code, so only files whose SHA-256 the registry lists or that
+    ``calbench data fetch`` downloaded are opened, unless ``trusted=True``
+    (``dataset.trusted=true``) says you vouch for the file.
     """
     p = _existing_file(path, "pickle dataset")
+    if not trusted:
+        from calbench.data.fetch import sha256_of
+        from calbench.data.registry import trusted_checksums
+
+        digest = sha256_of(p)
+        if digest not in trusted_checksums(p.parent):
+            raise CalbenchError(
+                f"Refusing to unpickle {str(p)!r}: unpickling runs code, and its SHA-256 "
+                f"({digest[:16]}...) is neither in the registry nor recorded by `calbench data "
+                "fetch`. If you trust the file, pass dataset.trusted=true."
+            )
     try:
         with open(p, "rb") as f:
             obj = pickle.load(f, encoding="latin1")

@@ -39,6 +39,7 @@ def cell_config(cfg: DictConfig) -> dict:
 
 def load_configured_dataset(cfg: DictConfig) -> Dataset:
     options = OmegaConf.to_container(cfg.dataset, resolve=True)
+    options.pop("registry", None)  # provenance for `calbench data`, not a loader option
     loader = options.pop("loader")
     display_name = options.pop("name", None)
     dataset = load_dataset(loader, **options)

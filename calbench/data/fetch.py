@@ -1,0 +1,107 @@
+"""Downloads of registered data files: resumable, verified, atomic.
+
+A download streams into ``<file>.part`` with a progress bar; an interrupted one resumes
+from the bytes it has (HTTP Range) or restarts when the server ignores the range. The
+finished file is checked against its SHA-256 (refused and deleted on mismatch) and only
+then renamed into place, so a half-downloaded file is never read as data. Checksums of
+files calbench fetched are recorded in ``<data_dir>/.checksums.json``: they are what the
+pickle loader trusts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tqdm import tqdm
+
+from calbench.errors import CalbenchError
+
+CHECKSUMS = ".checksums.json"
+_BLOCK = 1 << 20
+
+
+def sha256_of(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def recorded_checksums(data_dir) -> dict[str, str]:
+    path = Path(data_dir) / CHECKSUMS
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def record_checksum(data_dir, filename: str, digest: str) -> None:
+    from calbench.runner.store import atomic_write_text
+
+    checksums = recorded_checksums(data_dir)
+    checksums[filename] = digest
+    atomic_write_text(Path(data_dir) / CHECKSUMS, json.dumps(checksums, indent=1, sort_keys=True))
+
+
+def download(
+    url: str, dest, sha256: str | None = None, progress: bool = True, timeout: float = 60.0
+) -> Path:
+    """Fetch ``url`` to ``dest`` (see module docstring); returns ``dest``."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    have = part.stat().st_size if part.is_file() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and have:  # nothing past what we have: the .part is complete
+            response = None
+        else:
+            raise CalbenchError(f"Cannot fetch {url}: HTTP {exc.code} {exc.reason}.") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise CalbenchError(
+            f"Cannot reach {url} ({reason}). `calbench data fetch` needs a connected machine; "
+            f"alternatively copy the file to {dest} yourself and run `calbench data verify`."
+        ) from None
+    if response is not None:
+        with response:
+            resumed = have and getattr(response, "status", None) == 206
+            if not resumed:
+                have = 0
+            length = response.headers.get("Content-Length")
+            total = have + int(length) if length is not None else None
+            with (
+                open(part, "ab" if resumed else "wb") as out,
+                tqdm(
+                    total=total,
+                    initial=have,
+                    unit="B",
+                    unit_scale=True,
+                    disable=not progress,
+                    desc=dest.name,
+                ) as bar,
+            ):
+                for block in iter(lambda: response.read(_BLOCK), b""):
+                    out.write(block)
+                    bar.update(len(block))
+        got = part.stat().st_size
+        if total is not None and got < total:
+            raise CalbenchError(
+                f"Download of {dest.name} stopped at {got} of {total} bytes; run the fetch "
+                "again to resume it."
+            )
+    digest = sha256_of(part)
+    if sha256 and digest != sha256:
+        part.unlink()
+        raise CalbenchError(
+            f"Refused {dest.name}: its SHA-256 is {digest}, the registry expects {sha256}. "
+            "The download was deleted; the source may have changed or been corrupted."
+        )
+    os.replace(part, dest)
+    record_checksum(dest.parent, dest.name, digest)
+    return dest
