@@ -29,3 +29,32 @@ def overconfident_logits(scale: str, seed: int = 0):
     y = sample_labels(softmax(u), rng)
     z = 2.5 * u + rng.normal(scale=0.5, size=k)
     return z[:n_cal], y[:n_cal], z[n_cal:], y[n_cal:]
+
+
+def write_results(records: list[dict], out_dir, stem: str, title: str) -> str:
+    """<out_dir>/<stem>.csv and .md, the latter labelled with the machine and peak memory."""
+    import platform
+    import resource
+    from pathlib import Path
+
+    import pandas as pd
+    import torch
+
+    import calbench
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame(records)
+    frame.to_csv(out / f"{stem}.csv", index=False)
+    machine = (
+        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch "
+        f"threads, Python {platform.python_version()}, torch {torch.__version__}, "
+        f"numpy {np.__version__}, calbench {calbench.__version__}"
+    )
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    text = (
+        f"# {title}\n\nMachine: {machine}. Peak resident memory {peak_mb:.0f} MB.\n\n"
+        f"{frame.to_markdown(index=False, floatfmt='.4g')}\n"
+    )
+    (out / f"{stem}.md").write_text(text)
+    return text

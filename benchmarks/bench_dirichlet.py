@@ -12,20 +12,15 @@ dirichletcal needs Python >= 3.12 on PyPI; on 3.11 install it from its source wi
 from __future__ import annotations
 
 import argparse
-import platform
-import resource
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._data import overconfident_logits  # noqa: E402
-from calbench import __version__  # noqa: E402
+from benchmarks._data import overconfident_logits, write_results  # noqa: E402
 from calbench.calibrators import make_calibrator  # noqa: E402
 from calbench.metrics import log_loss  # noqa: E402
 from calbench.simplex import log_softmax, softmax  # noqa: E402
@@ -97,21 +92,7 @@ def main() -> None:
                 {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True
             )
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame(records)
-    frame.to_csv(out / "dirichlet.csv", index=False)
-    machine = (
-        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch "
-        f"threads, Python {platform.python_version()}, torch {torch.__version__}, "
-        f"numpy {np.__version__}, calbench {__version__}"
-    )
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    text = (
-        f"# dir_odir / ms_odir fit time\n\nMachine: {machine}. Peak resident memory "
-        f"{peak_mb:.0f} MB.\n\n{frame.to_markdown(index=False, floatfmt='.4g')}\n"
-    )
-    (out / "dirichlet.md").write_text(text)
+    text = write_results(records, args.out, "dirichlet", "dir_odir / ms_odir fit time")
     print(text)
 
 

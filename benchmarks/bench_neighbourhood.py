@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._data import overconfident_logits  # noqa: E402
+from benchmarks._data import overconfident_logits, write_results  # noqa: E402
 from calbench.calibrators import make_calibrator  # noqa: E402
 from calbench.simplex import log_softmax, softmax  # noqa: E402
 
@@ -105,14 +104,7 @@ def main() -> None:
             }
         )
         print(records[-1], flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame(records)
-    frame.to_csv(out / "neighbourhood.csv", index=False)
-    text = (
-        f"# knn_kl / kernel_dir fit + predict\n\n{frame.to_markdown(index=False, floatfmt='.4g')}\n"
-    )
-    (out / "neighbourhood.md").write_text(text)
+    text = write_results(records, args.out, "neighbourhood", "knn_kl / kernel_dir fit + predict")
     print(text)
 
 

@@ -39,14 +39,17 @@ def _chunks(n_resamples, n):
         yield min(size, n_resamples - start)
 
 
+def _checked(probs, y, owner, n_resamples, binning):
+    check_int(n_resamples, "n_resamples", owner)
+    check_choice(binning, "binning", owner, BINNINGS)
+    return probs_and_labels(probs, y, owner)
+
+
 def confidence_ece_p_value(
     probs, y, n_bins=15, binning="equal_width", n_resamples=10_000, seed=0
 ) -> float:
     """p-value of the confidence-ECE under the hypothesis of calibration."""
-    owner = "confidence_ece_p_value"
-    check_int(n_resamples, "n_resamples", owner)
-    check_choice(binning, "binning", owner, BINNINGS)
-    p, y = probs_and_labels(probs, y, owner)
+    p, y = _checked(probs, y, "confidence_ece_p_value", n_resamples, binning)
     observed = confidence_ece(p, y, n_bins=n_bins, binning=binning)
     confidence = p.max(axis=1)
     bins = bin_indices(confidence, n_bins, binning)
@@ -68,10 +71,7 @@ def classwise_ece_p_value(
     probs, y, n_bins=15, binning="equal_width", n_resamples=10_000, seed=0
 ) -> float:
     """p-value of the classwise-ECE under the hypothesis of calibration."""
-    owner = "classwise_ece_p_value"
-    check_int(n_resamples, "n_resamples", owner)
-    check_choice(binning, "binning", owner, BINNINGS)
-    p, y = probs_and_labels(probs, y, owner)
+    p, y = _checked(probs, y, "classwise_ece_p_value", n_resamples, binning)
     n, k = p.shape
     observed = classwise_ece(p, y, n_bins=n_bins, binning=binning)
     bins = np.column_stack([bin_indices(p[:, j], n_bins, binning) for j in range(k)])

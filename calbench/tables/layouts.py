@@ -61,14 +61,20 @@ def _ranks(values, columns, unranked, directions, decimals):
     return ranks
 
 
-def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
-    rows = rows[rows["dataset"] == spec["dataset"]]
-    table = _mean_over_folds(rows, "metric")
+def _grid(spec, rows, index: str, row_keys, kind: str):
+    """Mean over folds as a (present rows x present columns) array, and what is missing."""
+    table = _mean_over_folds(rows, index)
     missing: list[str] = []
     columns = _present_columns(spec, set(table.columns), missing)
-    metrics = [m for m in spec["rows"] if m in table.index]
-    missing += [f"metric {m}" for m in spec["rows"] if m not in table.index]
-    values = table.reindex(index=metrics, columns=list(columns)).to_numpy(dtype=np.float64)
+    present = [r for r in row_keys if r in table.index]
+    missing += [f"{kind} {r}" for r in row_keys if r not in table.index]
+    values = table.reindex(index=present, columns=list(columns)).to_numpy(dtype=np.float64)
+    return columns, present, values, missing
+
+
+def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    rows = rows[rows["dataset"] == spec["dataset"]]
+    columns, metrics, values, missing = _grid(spec, rows, "metric", spec["rows"], "metric")
     row_scale = spec.get("row_scale", {})  # e.g. ECE x 100 as in Valk Table 4
     values = values * np.array([float(row_scale.get(m, 1.0)) for m in metrics])[:, None]
     ranks = _ranks(
@@ -93,14 +99,8 @@ def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
 
 def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     rows = rows[rows["metric"] == spec["metric"]]
-    table = _mean_over_folds(rows, "dataset")
-    missing: list[str] = []
-    columns = _present_columns(spec, set(table.columns), missing)
-    datasets = [d for d in spec["rows"] if d in table.index]
-    missing += [f"dataset {d}" for d in spec["rows"] if d not in table.index]
-    values = table.reindex(index=datasets, columns=list(columns)).to_numpy(dtype=np.float64)
-    scale = float(spec.get("scale", 1.0))
-    values = values * scale
+    columns, datasets, values, missing = _grid(spec, rows, "dataset", spec["rows"], "dataset")
+    values = values * float(spec.get("scale", 1.0))
     higher = direction(spec["metric"])
     ranks = _ranks(
         values,
