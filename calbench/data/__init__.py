@@ -6,6 +6,7 @@ import inspect
 
 from calbench.data.dataset import Dataset
 from calbench.data.loaders import load_kull_pickle, load_npz
+from calbench.data.offline_neural import make_offline_neural
 from calbench.data.synthetic import SyntheticTrueMap, make_synthetic_dirichlet
 from calbench.errors import CalbenchError
 
@@ -13,6 +14,7 @@ LOADERS = {
     "synthetic_dirichlet": make_synthetic_dirichlet,
     "npz": load_npz,
     "kull_pickle": load_kull_pickle,
+    "offline_neural": make_offline_neural,
 }
 
 
