@@ -54,6 +54,12 @@ class ParametricCalibrator(Calibrator):
         criterion = get_criterion(self.criterion)
         x = self._features(logits)
         init = self._initial_params(logits.shape[1])
+        if self.warm_start and getattr(self, "n_iter_", None) is not None:
+            # Start from the previous fit (e.g. the neighbouring point of a grid): the
+            # objectives are convex, so only the number of iterations changes.
+            previous = {name: np.asarray(getattr(self, name)) for name in init}
+            if all(previous[n].shape == a.shape for n, a in init.items()):
+                init = previous
         shapes = {name: a.shape for name, a in init.items()}
         splits = np.cumsum([int(np.prod(s)) for s in shapes.values()])[:-1]
 
@@ -119,12 +125,14 @@ class TemperatureScaling(ParametricCalibrator):
     ``t`` is fitted as ``log t`` so it stays positive without bounds. For every parametric
     map, L-BFGS-B stops after ``max_iter`` iterations, or when the largest gradient entry is
     below ``tol``, or when the objective's relative decrease falls below ``tol * 1e-4``.
+    ``warm_start=True`` starts a refit from the previous solution (inner CV walks a grid so).
     """
 
-    def __init__(self, criterion="nll", max_iter=1000, tol=1e-6):
+    def __init__(self, criterion="nll", max_iter=1000, tol=1e-6, warm_start=False):
         self.criterion = criterion
         self.max_iter = max_iter
         self.tol = tol
+        self.warm_start = warm_start
 
     def _initial_params(self, n_classes):
         return {"log_temperature_": np.zeros(())}
@@ -198,6 +206,7 @@ class MatrixScaling(ParametricCalibrator):
         criterion="nll",
         max_iter=2000,
         tol=1e-6,
+        warm_start=False,
     ):
         self.regularization = regularization
         self.reg_lambda = reg_lambda
@@ -205,6 +214,7 @@ class MatrixScaling(ParametricCalibrator):
         self.criterion = criterion
         self.max_iter = max_iter
         self.tol = tol
+        self.warm_start = warm_start
 
     def _initial_params(self, n_classes):
         return {"coef_": np.eye(n_classes), "intercept_": np.zeros(n_classes)}

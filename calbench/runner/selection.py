@@ -8,6 +8,8 @@ inner models of the winner are kept and their predictions averaged.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid, StratifiedKFold
@@ -50,14 +52,21 @@ def select_and_fit(
     n_classes = logits.shape[1]
     check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
     splits = list(StratifiedKFold(inner_folds, shuffle=True, random_state=seed).split(logits, y))
+    # Calibrators that can warm-start walk the grid with one model per inner fold, each
+    # fit starting from the previous grid point's solution (the same optimum, fewer steps).
+    warm = "warm_start" in calibrator.get_params()
+    runners = [
+        clone(calibrator).set_params(**({"warm_start": True} if warm else {})) for _ in splits
+    ]
     best = (np.inf, None, None)
     for params in points:
         out_of_fold = np.empty((len(y), n_classes))
         models = []
-        for fit_idx, held_idx in splits:
-            model = clone(calibrator).set_params(**params).fit(logits[fit_idx], y[fit_idx])
+        for runner, (fit_idx, held_idx) in zip(runners, splits, strict=True):
+            model = runner if warm else clone(calibrator)
+            model.set_params(**params).fit(logits[fit_idx], y[fit_idx])
             out_of_fold[held_idx] = model.predict_proba(logits[held_idx])
-            models.append(model)
+            models.append(copy.deepcopy(model) if warm else model)
         score = log_loss(out_of_fold, y)
         if score < best[0]:
             best = (score, params, models)
