@@ -200,8 +200,15 @@ def test_composition_equals_chaining_by_hand(synthetic):
 def test_bad_hyperparameters_are_clear(small):
     p_cal, y_cal, _ = small
     x = probs_to_logits(p_cal)
-    with pytest.raises(CalbenchError, match="n_neighbors=301 must lie in 1..300"):
-        make_calibrator("knn_kl", n_neighbors=301).fit(x, y_cal)
+    with pytest.raises(CalbenchError, match="n_neighbors must be >= 1"):
+        make_calibrator("knn_kl", n_neighbors=0).fit(x, y_cal)
+    # More neighbours than samples: clipped to all of them (documented), same as k = n.
+    clipped = make_calibrator("knn_kl", n_neighbors=4096).fit(x, y_cal)
+    assert clipped.n_neighbors_ == 300
+    np.testing.assert_allclose(
+        clipped.predict_proba(x),
+        make_calibrator("knn_kl", n_neighbors=300).fit(x, y_cal).predict_proba(x),
+    )
     with pytest.raises(CalbenchError, match="bandwidth must be > 0"):
         make_calibrator("kernel_dir", bandwidth=0).fit(x, y_cal)
     with pytest.raises(CalbenchError, match="power of two"):
