@@ -112,3 +112,20 @@ def test_table_without_any_method_says_what_to_run():
     }
     with pytest.raises(CalbenchError, match="calbench run experiment=valk_synthetic"):
         build_table(spec, _rows({("d", "a", "brier"): 0.1}), direction)
+
+
+def test_incomplete_rows_are_shown_unranked():
+    values = {("d1", "a", "brier"): 0.2, ("d1", "b", "brier"): 0.1, ("d2", "a", "brier"): 0.3}
+    spec = {
+        "name": "t",
+        "experiment": "e",
+        "layout": "datasets_by_method",
+        "metric": "brier",
+        "decimals": 3,
+        "columns": {"a": "A", "b": "B"},
+        "rows": {"d1": ["g", "one"], "d2": ["g", "two"]},
+    }
+    table = build_table(spec, _rows(values), direction)
+    np.testing.assert_array_equal(table.ranks[0], [2, 1])
+    assert np.isnan(table.ranks[1]).all() and table.values[1, 0] == pytest.approx(0.3)
+    np.testing.assert_allclose(dict(table.average_rows)["g"], [2, 1])

@@ -6,7 +6,8 @@
   (C-10, C-100), methods as columns, an average-rank row per group.
 
 Values are the mean over folds. Rows of methods or data sets with no results are left out
-and listed in ``RankedTable.missing``, never filled in.
+and listed in ``RankedTable.missing``, never filled in; a row that lacks some method's
+result is shown unranked and left out of the average ranks.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def _ranks(values, columns, unranked, directions, decimals):
     ranked = np.array([m not in unranked for m in columns])
     ranks = np.full(values.shape, np.nan)
     for i, higher in enumerate(directions):
-        row = np.where(ranked, values[i], np.nan)
-        ranks[i] = rank_row(row, higher, decimals)
+        if np.isnan(values[i, ranked]).any():
+            continue  # a row missing some method's result is shown but not ranked
+        ranks[i] = rank_row(np.where(ranked, values[i], np.nan), higher, decimals)
     return ranks
 
 
@@ -66,9 +68,10 @@ def _grid(spec, rows, index: str, row_keys, kind: str):
     table = _mean_over_folds(rows, index)
     missing: list[str] = []
     columns = _present_columns(spec, set(table.columns), missing)
-    present = [r for r in row_keys if r in table.index]
-    missing += [f"{kind} {r}" for r in row_keys if r not in table.index]
-    values = table.reindex(index=present, columns=list(columns)).to_numpy(dtype=np.float64)
+    shown = table.reindex(columns=list(columns)).dropna(how="all")  # rows with some result
+    present = [r for r in row_keys if r in shown.index]
+    missing += [f"{kind} {r}" for r in row_keys if r not in shown.index]
+    values = shown.reindex(index=present).to_numpy(dtype=np.float64)
     return columns, present, values, missing
 
 
