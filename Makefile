@@ -1,13 +1,4 @@
-# cal# Valk Fig. 5-style simplex maps and reliability diagrams of the synthetic experiment.
-figures:
-	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
-	calbench figures --experiment valk_synthetic --results-dir $(RESULTS)
-
-# One Markdown page per experiment with results: tables, figures, provenance.
-report:
-	calbench report valk_synthetic --results-dir $(RESULTS)
-
-bench: common tasks. `make install` first on a fresh machine.
+# calbench: common tasks. `make install` first on a fresh machine.
 PYTHON ?= python
 RESULTS ?= results
 
@@ -32,15 +23,15 @@ test-slow:
 	$(PYTHON) -m pytest -q -m slow
 
 lint:
-	ruff check calbench tests benchmarks
-	ruff format --check calbench tests benchmarks
+	ruff check calbench tests benchmarks scripts
+	ruff format --check calbench tests benchmarks scripts
 
 # Runs the presets (finished cells are skipped), then writes every table.
 tables:
 	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
 	calbench tables --results-dir $(RESULTS)
 
-# Valk Fig. 5-style simplex maps and reliability diagrams of the synthetic experiment.
+# Valk Fig. 5-style simplex maps, reliability diagrams and KS graphs of the synthetic experiment.
 figures:
 	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
 	calbench figures --experiment valk_synthetic --results-dir $(RESULTS)
@@ -54,4 +45,4 @@ bench:
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 
 clean:
-	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/figures $(RESULTS)/hydra
+	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/figures $(RESULTS)/reports $(RESULTS)/hydra
