@@ -203,3 +203,10 @@ def test_option_errors_use_one_format(scored):
         metrics.brier(p * 2, y)
     with pytest.raises(CalbenchError, match="Unknown metric"):
         metrics.evaluate({"ece": {}}, p, y=y)
+
+
+def test_top1_brier_hand_example():
+    p = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3]])
+    y = np.array([0, 2])
+    # confidences .7 (right) and .5 (wrong): ((.7 - 1)^2 + (.5 - 0)^2) / 2
+    assert metrics.top1_brier(p, y) == pytest.approx((0.09 + 0.25) / 2)

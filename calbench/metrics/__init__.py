@@ -20,7 +20,7 @@ from calbench.metrics.consistency import (
 )
 from calbench.metrics.decision import argmax_changed, average_loss_gap, empirical_risk
 from calbench.metrics.ks import ks_error
-from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss
+from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss, top1_brier
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
 
 
@@ -41,6 +41,7 @@ METRICS = {
     "accuracy": MetricSpec(accuracy, higher_is_better=True),
     "log_loss": MetricSpec(log_loss),
     "brier": MetricSpec(brier),
+    "top1_brier": MetricSpec(top1_brier),
     "confidence_ece": MetricSpec(confidence_ece),
     "classwise_ece": MetricSpec(classwise_ece),
     "mce": MetricSpec(mce),
@@ -120,6 +121,7 @@ __all__ = [
     "ks_error",
     "log_loss",
     "mce",
+    "top1_brier",
     "true_classwise_ce",
     "true_confidence_ce",
 ]

@@ -31,6 +31,14 @@ def brier(probs, y) -> float:
     return float(sq.mean())
 
 
+def top1_brier(probs, y) -> float:
+    r"""Top-1 Brier score (Gupta et al. Table 7): :math:`\frac1n\sum_i (\max_j p_{ij} -
+    [\arg\max_j p_{ij} = y_i])^2`, the squared error of the confidence alone."""
+    p, y = probs_and_labels(probs, y, "top1_brier")
+    top = p.argmax(axis=1)
+    return float(((p[np.arange(len(y)), top] - (top == y)) ** 2).mean())
+
+
 def confidence_variance(probs, y=None) -> float:
     """Variance of the confidences ``max p`` (Hoki Fig. 3 plots log ECE against it)."""
     p, _ = probs_and_labels(
