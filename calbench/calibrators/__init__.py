@@ -14,6 +14,10 @@ from calbench.calibrators.binary import BetaCalibrator, HistogramBinning, Isoton
 from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
+from calbench.calibrators.mix_n_match import (
+    EnsembleTemperatureScaling,
+    MulticlassIsotonicRegression,
+)
 from calbench.calibrators.neighbourhood import KernelCalibrator, KNNCalibrator
 from calbench.calibrators.order_preserving import OrderPreservingCalibrator
 from calbench.calibrators.parametric import (
@@ -44,6 +48,8 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "histbin_freq": (HistogramBinning, {"binning": "equal_size"}),
     "isotonic": (IsotonicCalibrator, {}),
     "beta": (BetaCalibrator, {}),
+    "ets": (EnsembleTemperatureScaling, {}),
+    "irm": (MulticlassIsotonicRegression, {}),
     "dec": (DecisionCalibrator, {}),
     "iop_full": (OrderPreservingCalibrator, {"family": "full"}),
     "iop_diag": (OrderPreservingCalibrator, {"family": "diagonal"}),

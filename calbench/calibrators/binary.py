@@ -86,13 +86,21 @@ class HistogramBinning(OneVsRestCalibrator):
 
 
 class IsotonicCalibrator(OneVsRestCalibrator):
-    """Isotonic regression per class (scikit-learn's, clipped to [0, 1] outside the data)."""
+    """Isotonic regression per class (scikit-learn's, clipped to [0, 1] outside the data).
+
+    ``tie_break`` adds that multiple of the original probability before renormalising, so
+    that classes mapped to the same isotonic value keep their order (Zhang et al.'s IROvA
+    uses 1e-9; Kull's Isot uses none).
+    """
+
+    def __init__(self, tie_break=0.0):
+        self.tie_break = tie_break
 
     def _fit_binary(self, scores, outcomes):
         return IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(scores, outcomes)
 
     def _apply_binary(self, fitted, scores):
-        return fitted.predict(scores)
+        return fitted.predict(scores) + self.tie_break * scores
 
 
 class BetaCalibrator(OneVsRestCalibrator):

@@ -35,6 +35,22 @@ def nll(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     return value, grad
 
 
+def mse(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Mean squared error of the probabilities over all n x k entries (Brier / k), as
+    Zhang et al. (Mix-n-Match) fit temperatures and ensemble weights; its gradient through
+    the softmax Jacobian."""
+    n, k = logits.shape
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probs = np.exp(np.maximum(shifted, _EXP_FLOOR))
+    probs /= probs.sum(axis=1, keepdims=True)
+    residual = probs.copy()
+    residual[np.arange(n), y] -= 1.0
+    value = float((residual**2).mean())
+    g = 2.0 * residual / (n * k)
+    grad = probs * (g - (g * probs).sum(axis=1, keepdims=True))
+    return value, grad
+
+
 def from_torch(loss_fn):
     """Wrap ``loss_fn(logits: Tensor, y: Tensor) -> scalar Tensor`` as a criterion."""
 
@@ -48,7 +64,7 @@ def from_torch(loss_fn):
     return criterion
 
 
-CRITERIA = {"nll": nll}
+CRITERIA = {"nll": nll, "mse": mse}
 
 
 def get_criterion(name: str):

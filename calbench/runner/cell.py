@@ -56,7 +56,8 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset):
     accepted = calibrator.get_params()
     # Hand the criterion (and the known true map) to every step that takes one, nested
     # steps of a composition included.
-    criterion_keys = [k for k in accepted if k.split("__")[-1] == "criterion"]
+    # A criterion the method's own YAML fixes (ETS and IROvA-TS fit on the MSE) is kept.
+    criterion_keys = [k for k in accepted if k.split("__")[-1] == "criterion" and k not in params]
     calibrator.set_params(**{k: cfg.criterion.name for k in criterion_keys})
     calibrator.set_params(
         **{k: dataset.true_map for k in accepted if k.split("__")[-1] == "true_map"}
