@@ -28,6 +28,7 @@ from calbench.calibrators.parametric import (
     VectorScaling,
 )
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
+from calbench.calibrators.spline import SplineCalibrator
 from calbench.errors import CalbenchError
 
 CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
@@ -49,6 +50,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "isotonic": (IsotonicCalibrator, {}),
     "beta": (BetaCalibrator, {}),
     "ets": (EnsembleTemperatureScaling, {}),
+    "spline": (SplineCalibrator, {}),
     "irm": (MulticlassIsotonicRegression, {}),
     "dec": (DecisionCalibrator, {}),
     "iop_full": (OrderPreservingCalibrator, {"family": "full"}),

@@ -1,0 +1,62 @@
+"""Spline recalibration (Gupta et al.) against an independent natural-spline basis."""
+
+import numpy as np
+import pytest
+from scipy.interpolate import CubicSpline
+
+from calbench import metrics
+from calbench.calibrators import make_calibrator
+from calbench.calibrators.spline import replace_top
+from calbench.errors import CalbenchError
+
+
+def _natural_basis_esl(x, knots):
+    """Natural cubic spline basis of Hastie et al. (ESL eq. 5.4-5.5): 1, x, d_k - d_{K-1}."""
+
+    def d(k):
+        return (np.maximum(x - knots[k], 0) ** 3 - np.maximum(x - knots[-1], 0) ** 3) / (
+            knots[-1] - knots[k]
+        )
+
+    columns = [np.ones_like(x), x] + [d(k) - d(len(knots) - 2) for k in range(len(knots) - 2)]
+    return np.column_stack(columns)
+
+
+def test_least_squares_natural_spline_matches_an_independent_basis(synthetic):
+    cal = make_calibrator("spline", n_knots=7).fit(synthetic.logits_cal, synthetic.y_cal)
+    p = synthetic.probs_cal
+    order = np.argsort(p.max(axis=1), kind="stable")
+    correct = (p.argmax(axis=1) == synthetic.y_cal)[order]
+    n = len(correct)
+    t = np.arange(1, n + 1) / n
+    h = np.cumsum(correct) / n
+    basis = _natural_basis_esl(t, cal.knots_)
+    coef, *_ = np.linalg.lstsq(basis, h, rcond=None)
+    ours = CubicSpline(cal.knots_, cal.knot_values_, bc_type="natural")(t)
+    np.testing.assert_allclose(ours, basis @ coef, atol=1e-10)
+
+
+def test_spline_brings_ks_near_zero_and_keeps_accuracy(synthetic):
+    cal = make_calibrator("spline", n_knots=6).fit(synthetic.logits_cal, synthetic.y_cal)
+    before = metrics.ks_error(synthetic.probs_cal, synthetic.y_cal)
+    p = cal.predict_proba(synthetic.logits_cal)
+    assert before > 0.05 and metrics.ks_error(p, synthetic.y_cal) < 0.01
+    test = cal.predict_proba(synthetic.logits_test)
+    assert metrics.ks_error(test, synthetic.y_test) < 0.5 * metrics.ks_error(
+        synthetic.probs_test, synthetic.y_test
+    )
+    assert (test.argmax(axis=1) == synthetic.probs_test.argmax(axis=1)).all()
+
+
+def test_replace_top_keeps_the_simplex_and_the_class():
+    probs = np.array([[0.5, 0.3, 0.2], [1.0, 0.0, 0.0], [0.45, 0.44, 0.11]])
+    out = replace_top(probs, np.array([0.8, 0.9, 0.2]))
+    np.testing.assert_allclose(out.sum(axis=1), 1)
+    np.testing.assert_allclose(out[0], [0.8, 0.12, 0.08])
+    np.testing.assert_allclose(out[1], [0.9, 0.05, 0.05])
+    assert out[2].argmax() == 0  # 0.2 would let class 1 overtake: raised to the bound
+
+
+def test_too_many_knots_for_the_data_is_clear(rng):
+    with pytest.raises(CalbenchError, match="at least 28 calibration samples for 14 knots"):
+        make_calibrator("spline", n_knots=14).fit(rng.normal(size=(20, 3)), np.arange(20) % 3)
