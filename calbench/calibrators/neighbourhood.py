@@ -59,12 +59,18 @@ class NeighbourhoodCalibrator(Calibrator):
         one_hot = np.zeros_like(self.probs_)
         one_hot[np.arange(len(y)), y] = 1.0
         self.errors_ = self.probs_ - one_hot
+        self.sq_norms_ = (self.probs_**2).sum(axis=1)
         self.epsilon_ = (
             default_epsilon(logits.shape[1]) if self.epsilon is None else float(self.epsilon)
         )
 
     def _weights(self, probs_chunk: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def _squared_distances(self, block: np.ndarray) -> np.ndarray:
+        """||p - p_i||^2 up to ||p||^2, which is constant along a row and cancels in the
+        ranking of neighbours and in the normalised kernel weights."""
+        return self.sq_norms_[None, :] - 2.0 * (block @ self.probs_.T)
 
     def _predict_proba(self, logits):
         probs = np.exp(log_softmax(logits))
@@ -106,13 +112,12 @@ class KNNCalibrator(NeighbourhoodCalibrator):
         # k is clipped to its size, i.e. every point is a neighbour: a documented clip
         # rather than an error that would stop a whole sweep. n_neighbors_ is the k used.
         self.n_neighbors_ = min(int(self.n_neighbors), len(y))
-        self.sq_norms_ = (self.probs_**2).sum(axis=1)
 
     def _distances(self, block):
         if self.metric == "kl":
             # d_KL(p, p_i) = sum_j p_j ln p_j - sum_j p_j ln p_ij; the first term is constant in i.
             return -(block @ self.log_probs_.T)
-        return self.sq_norms_[None, :] - 2.0 * (block @ self.probs_.T)
+        return self._squared_distances(block)
 
     def _weights(self, block):
         k = self.n_neighbors_
@@ -149,16 +154,11 @@ class KernelCalibrator(NeighbourhoodCalibrator):
         if not float(self.bandwidth) > 0:
             raise CalbenchError(f"The kernel bandwidth must be > 0; got {self.bandwidth!r}.")
 
-    def _fit(self, logits, y):
-        super()._fit(logits, y)
-        self.sq_norms_ = (self.probs_**2).sum(axis=1)
-
     def _weights(self, block):
         if self.kernel == "dirichlet":
             log_w = (block @ self.log_probs_.T) / float(self.bandwidth)
         else:
-            sq = self.sq_norms_[None, :] - 2.0 * (block @ self.probs_.T)
-            log_w = -float(self.bandwidth) * sq
+            log_w = -float(self.bandwidth) * self._squared_distances(block)
         # Normalised weights are a softmax over calibration points: stable for any bandwidth.
         log_w -= log_w.max(axis=1, keepdims=True)
         np.exp(log_w, out=log_w)

@@ -128,8 +128,10 @@ def simplex_figures(experiment: str, out_dir: Path, formats, methods=None) -> li
     return paths + _save(fig, out_dir, f"{experiment}_ks_curves", formats)
 
 
-def cd_figures(experiment: str, results_dir, metrics, out_dir: Path, formats) -> list[Path]:
-    rows = ResultStore(results_dir).read(experiment)
+def cd_figures(
+    experiment: str, results_dir, metrics, out_dir: Path, formats, rows=None
+) -> list[Path]:
+    rows = ResultStore(results_dir).read(experiment) if rows is None else rows
     if rows.empty:
         raise CalbenchError(
             f"No results for experiment {experiment!r} in {results_dir}; "
@@ -153,9 +155,9 @@ def cd_figures(experiment: str, results_dir, metrics, out_dir: Path, formats) ->
     return paths
 
 
-def ece_variance_figure(experiment, results_dir, out_dir, formats) -> list[Path]:
+def ece_variance_figure(experiment, results_dir, out_dir, formats, rows=None) -> list[Path]:
     """Hoki Fig. 3 from the store, where both metrics were recorded."""
-    rows = ResultStore(results_dir).read(experiment)
+    rows = ResultStore(results_dir).read(experiment) if rows is None else rows
     wanted = rows[rows["metric"].isin(["confidence_ece", "confidence_variance"])]
     if wanted["metric"].nunique() < 2:
         return []
@@ -189,9 +191,9 @@ def write_figures(
         paths += simplex_figures(experiment, out_dir, formats, methods)
     stored = ResultStore(results_dir).read(experiment)
     if stored["dataset"].nunique() > 1:
-        paths += cd_figures(experiment, results_dir, metrics, out_dir, formats)
+        paths += cd_figures(experiment, results_dir, metrics, out_dir, formats, rows=stored)
     if not stored.empty:
-        paths += ece_variance_figure(experiment, results_dir, out_dir, formats)
+        paths += ece_variance_figure(experiment, results_dir, out_dir, formats, rows=stored)
     if not paths:
         raise CalbenchError(
             f"Nothing to draw for experiment {experiment!r}: simplex maps need the 3-class "

@@ -34,7 +34,8 @@ CELL_KEYS = (
 
 
 def cell_config(cfg: DictConfig) -> dict:
-    return {key: OmegaConf.to_container(cfg, resolve=True)[key] for key in CELL_KEYS}
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # once, not once per key
+    return {key: resolved[key] for key in CELL_KEYS}
 
 
 def load_configured_dataset(cfg: DictConfig) -> Dataset:
