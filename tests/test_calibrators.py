@@ -13,7 +13,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 from calbench.calibrators import CALIBRATORS, make_calibrator
 from calbench.errors import CalbenchError
-from calbench.simplex import log_softmax, softmax
+from calbench.simplex import log_softmax, probs_to_logits, softmax
 from tests.conftest import overconfident_logits
 
 CONF = Path(__file__).parents[1] / "calbench" / "conf" / "method"
@@ -58,19 +58,38 @@ def test_temperature_matches_netcal(rng):
     np.testing.assert_allclose(ours, peer.transform(softmax(z)), atol=2e-4)
 
 
-def test_dir_l2_is_multinomial_logistic_regression_on_log_probs(rng):
+@pytest.mark.parametrize("solver", ["newton", "lbfgs"])
+def test_dir_l2_is_multinomial_logistic_regression_on_log_probs(rng, solver):
     z, y = overconfident_logits(rng, 2000, 4)
     reg_lambda = 1e-3
-    ours = make_calibrator("dir_l2", reg_lambda=reg_lambda, tol=1e-10).fit(z, y)
+    ours = make_calibrator("dir_l2", reg_lambda=reg_lambda, tol=1e-10, solver=solver).fit(z, y)
     # sklearn minimises 0.5 ||W||^2 + C sum_i loss_i: the same model when C = 1 / (2 n lambda).
     peer = LogisticRegression(C=1 / (2 * len(y) * reg_lambda), tol=1e-12, max_iter=10_000)
     peer.fit(log_softmax(z), y)
     np.testing.assert_allclose(ours.predict_proba(z), peer.predict_proba(log_softmax(z)), atol=1e-6)
     # The default tolerance stops earlier, still well within what any metric resolves.
-    default = make_calibrator("dir_l2", reg_lambda=reg_lambda).fit(z, y)
+    default = make_calibrator("dir_l2", reg_lambda=reg_lambda, solver=solver).fit(z, y)
     np.testing.assert_allclose(
         default.predict_proba(z), peer.predict_proba(log_softmax(z)), atol=1e-3
     )
+
+
+def test_newton_reaches_the_optimum_on_probabilities_with_exact_zeros(rng):
+    # A tree-like classifier: many exact zeros, so ln(2.2e-308) = -708 among the features.
+    z, y = overconfident_logits(rng, 1500, 5)
+    probs = softmax(z)
+    probs[probs < 0.05] = 0.0
+    probs /= probs.sum(axis=1, keepdims=True)
+    x = probs_to_logits(probs)
+    reg_lambda = 1e-4
+    ours = make_calibrator("dir_l2", reg_lambda=reg_lambda).fit(x, y)
+    assert ours.n_iter_ < 60
+    # scikit-learn's own Newton solver (its L-BFGS stops short here, at a higher objective).
+    peer = LogisticRegression(
+        C=1 / (2 * len(y) * reg_lambda), tol=1e-12, max_iter=1000, solver="newton-cholesky"
+    )
+    peer.fit(log_softmax(x), y)
+    np.testing.assert_allclose(ours.predict_proba(x), peer.predict_proba(log_softmax(x)), atol=1e-8)
 
 
 def _odir_objective(theta, x, y, k, lam, mu):

@@ -15,15 +15,23 @@ import warnings
 import numpy as np
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial
 from calbench.criteria import get_criterion
-from calbench.errors import check_choice
+from calbench.errors import CalbenchError, check_choice
 from calbench.simplex import log_softmax, softmax
 
 # Matrix products per iteration (n * k * k) above which BLAS may use every thread.
 _MULTITHREAD_FLOPS = 1e9
+# Found once: looking the BLAS libraries up costs milliseconds, more than a small fit.
+_THREADPOOLS = ThreadpoolController()
+
+
+def _blas_threads(flops: float):
+    """One BLAS thread for small problems (see `ParametricCalibrator._fit`), else all."""
+    return _THREADPOOLS.limit(limits=1 if flops < _MULTITHREAD_FLOPS else None, user_api="blas")
 
 
 class ParametricCalibrator(Calibrator):
@@ -83,8 +91,7 @@ class ParametricCalibrator(Calibrator):
         # BLAS threads fall asleep between them and waking them costs more than they save:
         # at 5000 x 100 one thread fits dir_odir twice as fast as two. Large problems keep
         # every thread.
-        small = x.shape[0] * x.shape[1] ** 2 < _MULTITHREAD_FLOPS
-        with threadpool_limits(limits=1 if small else None, user_api="blas"):
+        with _blas_threads(x.shape[0] * x.shape[1] ** 2):
             result = minimize(
                 objective,
                 theta0,
@@ -196,6 +203,10 @@ class MatrixScaling(ParametricCalibrator):
         Weight of the intercept penalty (ODIR only).
     criterion : str
         What to minimise, see `calbench.criteria`.
+    solver : {"auto", "newton", "lbfgs"}
+        "auto": Newton's method (`calbench.calibrators.newton`) for the log-loss with at
+        most 36 classes, where the Hessian is small and L-BFGS can stall on badly scaled
+        inputs; L-BFGS otherwise.
     """
 
     def __init__(
@@ -207,6 +218,7 @@ class MatrixScaling(ParametricCalibrator):
         max_iter=2000,
         tol=1e-6,
         warm_start=False,
+        solver="auto",
     ):
         self.regularization = regularization
         self.reg_lambda = reg_lambda
@@ -215,6 +227,7 @@ class MatrixScaling(ParametricCalibrator):
         self.max_iter = max_iter
         self.tol = tol
         self.warm_start = warm_start
+        self.solver = solver
 
     def _initial_params(self, n_classes):
         return {"coef_": np.eye(n_classes), "intercept_": np.zeros(n_classes)}
@@ -224,6 +237,44 @@ class MatrixScaling(ParametricCalibrator):
 
     def _backward(self, params, x, out, grad_out):
         return {"coef_": grad_out.T @ x, "intercept_": grad_out.sum(axis=0)}
+
+    def _penalty_weights(self, k):
+        """The penalty as weights of the squared entries of ``[W | b]`` (both are diagonal)."""
+        kind = check_choice(
+            self.regularization, "regularization", type(self).__name__, ("none", "l2", "odir")
+        )
+        weights = np.zeros((k, k + 1))
+        if kind == "l2":
+            weights[:, :k] = self.reg_lambda
+        elif kind == "odir":
+            weights[:, :k] = self.reg_lambda / (k * (k - 1))
+            weights[np.arange(k), np.arange(k)] = 0.0
+            weights[:, k] = self.reg_mu / k
+        return weights
+
+    def _fit(self, logits, y):
+        solver = check_choice(
+            self.solver, "solver", type(self).__name__, ("auto", "newton", "lbfgs")
+        )
+        k = logits.shape[1]
+        newton = solver == "newton" or (
+            solver == "auto" and self.criterion == "nll" and k <= NEWTON_MAX_CLASSES
+        )
+        if not newton:
+            return super()._fit(logits, y)
+        if self.criterion != "nll":
+            raise CalbenchError(
+                f"{type(self).__name__}: solver='newton' fits the log-loss only; "
+                f"use solver='lbfgs' for criterion={self.criterion!r}."
+            )
+        init = np.hstack([np.eye(k), np.zeros((k, 1))])
+        if self.warm_start and getattr(self, "n_iter_", None) is not None:
+            init = np.hstack([self.coef_, self.intercept_[:, None]])
+        with _blas_threads(logits.shape[0] * (k * (k + 1)) ** 2):
+            a, self.n_iter_, self.loss_ = newton_multinomial(
+                self._features(logits), y, init, self._penalty_weights(k)
+            )
+        self.coef_, self.intercept_ = a[:, :k].copy(), a[:, k].copy()
 
     def _penalty(self, params):
         kind = check_choice(
