@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
-from calbench.runner.store import ResultStore, atomic_write_text
+from calbench.runner.store import ResultStore
 from calbench.tables.cli import write_tables
 
 

@@ -39,7 +39,7 @@ def recorded_checksums(data_dir) -> dict[str, str]:
 
 
 def record_checksum(data_dir, filename: str, digest: str) -> None:
-    from calbench.runner.store import atomic_write_text
+    from calbench.atomic import atomic_write_text
 
     checksums = recorded_checksums(data_dir)
     checksums[filename] = digest

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
 
+from calbench.atomic import atomic_save_npz
 from calbench.data.dataset import Dataset
 from calbench.data.fetch import record_checksum, recorded_checksums, sha256_of
 from calbench.data.tabular import load_keel
@@ -115,16 +116,13 @@ def make_offline_neural(
         source=f"{source} MLP (seed {seed})",
     )
     if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(cache.name + ".tmp.npz")
-        np.savez(
-            tmp,
+        atomic_save_npz(
+            cache,
             logits_cal=logits_cal,
             y_cal=y_cal,
             logits_test=logits_test,
             y_test=y_test,
             class_names=np.array(class_names),
         )
-        tmp.replace(cache)
         record_checksum(cache.parent, cache.name, sha256_of(cache))
     return dataset

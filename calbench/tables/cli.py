@@ -8,9 +8,10 @@ from pathlib import Path
 
 import yaml
 
+from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
-from calbench.runner.store import ResultStore, atomic_write_text
+from calbench.runner.store import ResultStore
 from calbench.tables.layouts import build_table
 from calbench.tables.render import RENDERERS
 
@@ -28,12 +29,14 @@ def table_specs() -> dict[str, dict]:
 
 
 def metric_direction():
-    """higher_is_better for stored metric names, resolving aliases of the default set."""
-    metrics = resources.files("calbench.conf").joinpath("metrics", "default.yaml")
-    aliases = {
-        name: (opts or {}).get("fn", name)
-        for name, opts in yaml.safe_load(metrics.read_text()).items()
-    }
+    """higher_is_better for stored metric names, resolving the aliases of every metric set."""
+    folder = resources.files("calbench.conf").joinpath("metrics")
+    aliases = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(".yaml"):
+            for name, opts in yaml.safe_load(entry.read_text()).items():
+                if isinstance(opts, dict):  # skip Hydra's `defaults` list
+                    aliases[name] = opts.get("fn", name)
 
     def direction(name: str) -> bool:
         return metric_spec(aliases.get(name, name)).higher_is_better
