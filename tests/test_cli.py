@@ -152,3 +152,58 @@ def test_valk_real_tables_from_small_stand_in_pickles(tmp_path):
     assert "|  |  | uncal | VS | TS |" in md
     assert "| C-10 | DenseNet-40 |" in md and "| C-100 | DenseNet-40 |" in md
     assert md.count("| average rank |") == 2
+
+
+def test_sweep_killed_midway_resumes_to_the_uninterrupted_rows(tmp_path):
+    import os
+    import signal
+    import time
+
+    sweep = ["run", "-m", "method=ts,vs,bcts,dir,ms_odir", "dataset.n_test=3000"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "calbench.cli", *sweep, f"results_dir={killed}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list((killed / "store").glob("*.csv"))) < 2:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # no chance to clean up: the worst case
+    proc.wait()
+    done_before = len(list((killed / "store").glob("*.csv")))
+    assert 2 <= done_before < 5, "the sweep must be stopped part-way for this test"
+    out = calbench(*sweep, f"results_dir={killed}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("already in the store") == done_before
+    whole = tmp_path / "whole"
+    assert calbench(*sweep, f"results_dir={whole}").returncode == 0
+    key = ["method", "fold", "metric"]
+    resumed = stored(killed).sort_values(key).reset_index(drop=True)
+    reference = stored(whole).sort_values(key).reset_index(drop=True)
+    assert len(resumed) == len(reference) and resumed.groupby(key).size().eq(1).all()
+    pd.testing.assert_series_equal(resumed["value"], reference["value"])  # same seed, same numbers
+
+
+def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
+    out = calbench(
+        "run",
+        "experiment=kull_uci",
+        "dataset=uci_iris,uci_wine",
+        "classifier=nbayes,lda",
+        "method=uncal,ts,dir_l2",
+        f"results_dir={tmp_path}",
+        f"data_dir={tmp_path}/data",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = stored(tmp_path)
+    assert len(rows.groupby(["dataset", "classifier", "method"])) == 12
+    assert set(rows["fold"]) == set(range(5)) and set(rows["classifier"]) == {"nbayes", "lda"}
+    assert len(list((tmp_path / "data" / "classifier_scores").glob("*.npz"))) == 4
+    out = calbench("tables", "--results-dir", str(tmp_path), "--experiment", "kull_uci")
+    assert out.returncode == 0, out.stderr
+    md = (tmp_path / "tables" / "kull_uci_table2_log_loss.md").read_text()
+    assert "|  | DirL2 | TempS | Uncal |" in md and "Friedman test over 4 tasks" in md
+    assert "| avg rank |" in md and "| lda |" in md and "| nbayes |" in md
+    assert "method beta" in md  # methods not run are listed, never filled in

@@ -129,3 +129,100 @@ def test_incomplete_rows_are_shown_unranked():
     np.testing.assert_array_equal(table.ranks[0], [2, 1])
     assert np.isnan(table.ranks[1]).all() and table.values[1, 0] == pytest.approx(0.3)
     np.testing.assert_allclose(dict(table.average_rows)["g"], [2, 1])
+
+
+def test_ranks_by_group_averages_task_ranks_per_classifier_with_friedman_p():
+    # Tasks (data set, classifier) x methods a, b, c; log-loss, lower is better.
+    losses = {
+        ("d1", "knn"): (0.1, 0.2, 0.3),  # ranks 1, 2, 3
+        ("d2", "knn"): (0.3, 0.1, 0.1),  # ranks 3, 1.5, 1.5 (tie shares the mean rank)
+        ("d1", "lda"): (0.2, 0.3, 0.1),  # ranks 2, 3, 1
+        ("d2", "lda"): (0.1, 0.3, 0.2),  # ranks 1, 3, 2
+    }
+    records = []
+    for (dataset, classifier), values in losses.items():
+        for method, value in zip("abc", values, strict=True):
+            for fold in range(2):
+                records.append(
+                    {
+                        "experiment": "e",
+                        "dataset": dataset,
+                        "classifier": classifier,
+                        "method": method,
+                        "metric": "log_loss",
+                        "fold": fold,
+                        "value": value,
+                    }
+                )
+    spec = {
+        "name": "t",
+        "experiment": "e",
+        "layout": "ranks_by_group",
+        "group_by": "classifier",
+        "metric": "log_loss",
+        "title": "T.",
+        "decimals": 2,
+        "columns": {"a": "A", "b": "B", "c": "C"},
+        "rows": {"knn": "knn", "lda": "lda", "qda": "qda"},
+    }
+    table = build_table(spec, pd.DataFrame(records), direction)
+    np.testing.assert_allclose(table.values[0], [2.0, 1.75, 2.25])  # knn
+    np.testing.assert_allclose(table.values[1], [1.5, 3.0, 1.5])  # lda
+    np.testing.assert_allclose(table.values[2], [1.75, 2.375, 1.875])  # all four tasks
+    assert [label for _, label in table.row_labels] == ["knn", "lda", "avg rank"]
+    assert "classifier qda" in table.missing
+    from scipy.stats import friedmanchisquare
+
+    p = friedmanchisquare(*np.array(list(losses.values())).T).pvalue
+    assert f"p = {p:.3g}" in table.title
+    md = to_markdown(table)
+    assert "| lda | **1.50** | 3.00 | **1.50** |" in md  # ranks not shown as subscripts
+
+
+def test_hoki_layout_info_columns_underline_and_learning_time():
+    records = []
+    for dataset, (ece_a, ece_b, ece_c, acc, fit_acc) in {
+        "d1": (0.05, 0.01, 0.02, 0.9, 0.92),
+        "d2": (0.03, 0.04, 0.01, 0.7, 0.71),
+    }.items():
+        for method, ece, seconds in (("a", ece_a, 3.0), ("b", ece_b, 1.0), ("c", ece_c, 2.0)):
+            for metric, value in (
+                ("confidence_ece", ece),
+                ("accuracy", acc),
+                ("fit_accuracy", fit_acc),
+            ):
+                records.append(
+                    {
+                        "experiment": "e",
+                        "dataset": dataset,
+                        "method": method,
+                        "metric": metric,
+                        "fold": 0,
+                        "value": value,
+                        "fit_seconds": seconds,
+                    }
+                )
+    rows = pd.DataFrame(records)
+    spec = {
+        "name": "t",
+        "experiment": "e",
+        "layout": "datasets_by_method",
+        "metric": "confidence_ece",
+        "decimals": 4,
+        "underline_second": True,
+        "show_ranks": False,
+        "info_columns": {
+            "Val Acc. (%)": {"metric": "fit_accuracy", "method": "a", "scale": 100, "decimals": 2},
+            "Test Acc. (%)": {"metric": "accuracy", "method": "a", "scale": 100, "decimals": 2},
+        },
+        "columns": {"a": "A", "b": "B", "c": "C"},
+        "rows": {"d1": ["G", "one"], "d2": ["G", "two"]},
+    }
+    md = to_markdown(build_table(spec, rows, direction))
+    assert "| G | one | 92.00 | 90.00 | 0.0500 | **0.0100** | <u>0.0200</u> |" in md
+    assert "|  | two | 71.00 | 70.00 | <u>0.0300</u> | 0.0400 | **0.0100** |" in md
+    assert r"\underline{0.0200}" in to_latex(build_table(spec, rows, direction))
+    timing = dict(spec, value="fit_seconds", metric="accuracy", info_columns={}, decimals=2)
+    table = build_table(timing, rows, direction)
+    np.testing.assert_allclose(table.values[0], [3.0, 1.0, 2.0])
+    assert list(table.ranks[0]) == [3, 1, 2]  # less time is better

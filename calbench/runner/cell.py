@@ -49,6 +49,26 @@ def load_configured_dataset(cfg: DictConfig) -> Dataset:
     return dataset
 
 
+def _loss(spec: dict, n_classes: int) -> np.ndarray:
+    options = {k: v for k, v in spec.items() if k != "name"}
+    return make_loss(spec["name"], n_classes, **options)
+
+
+def criterion_spec(cfg: DictConfig, n_classes: int):
+    """What the calibrator minimises: a criterion name, or for the decision criteria a dict
+    with their options and loss matrices (``direct``: the run's ``loss``; ``integral``: the
+    family from the losses at eps = 0 and eps = 1 its config names)."""
+    options = OmegaConf.to_container(cfg.criterion, resolve=True)
+    name = options.pop("name")
+    if name == "direct":
+        loss = _loss(OmegaConf.to_container(cfg.loss, resolve=True), n_classes)
+        return {"name": name, "loss_matrix": loss.tolist(), **options}
+    if name == "integral":
+        at_0, at_1 = (_loss(options[k], n_classes) for k in ("eps0", "eps1"))
+        return {"name": name, "l0": at_0.tolist(), "l1": (at_1 - at_0).tolist()}
+    return name
+
+
 def build_calibrator(cfg: DictConfig, dataset: Dataset):
     """The method's calibrator with its fixed params, the criterion, and its grid."""
     method = OmegaConf.to_container(cfg.method, resolve=True)
@@ -59,7 +79,9 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset):
     # steps of a composition included.
     # A criterion the method's own YAML fixes (ETS and IROvA-TS fit on the MSE) is kept.
     criterion_keys = [k for k in accepted if k.split("__")[-1] == "criterion" and k not in params]
-    calibrator.set_params(**{k: cfg.criterion.name for k in criterion_keys})
+    if criterion_keys:
+        spec = criterion_spec(cfg, dataset.n_classes)
+        calibrator.set_params(**{k: spec for k in criterion_keys})
     calibrator.set_params(
         **{k: dataset.true_map for k in accepted if k.split("__")[-1] == "true_map"}
     )
@@ -87,32 +109,45 @@ def fit_selected(cfg: DictConfig, calibrator, grid, logits, y):
     )
 
 
+def _check_simplex(cfg, dataset, fold, probs):
+    drift = np.abs(probs.sum(axis=1) - 1).max()
+    if not np.isfinite(probs).all() or drift > 1e-6 or (probs < 0).any():
+        raise CalbenchError(
+            f"method {cfg.method.name!r} produced predictions off the probability simplex "
+            f"on {dataset.name} fold {fold.index} (max row-sum error {drift:.3g}); "
+            "this is a bug in the calibrator, please report it."
+        )
+
+
+def _fit_members(cfg, calibrator, grid, fold):
+    """Fit one calibrator per member; the fold's predictions are their average (Kull 4.1)."""
+    probs, uncalibrated, chosen, seconds = [], [], [], 0.0
+    for member in fold.members:
+        start = time.perf_counter()
+        model, params = fit_selected(cfg, calibrator, grid, member.logits_fit, member.y_fit)
+        seconds += time.perf_counter() - start
+        probs.append(model.predict_proba(member.logits_eval))
+        uncalibrated.append(softmax(member.logits_eval))
+        chosen.append(params)
+    if len(fold.members) == 1:
+        return probs[0], uncalibrated[0], chosen[0], seconds
+    return np.mean(probs, axis=0), np.mean(uncalibrated, axis=0), chosen, seconds
+
+
 def run_cell(cfg: DictConfig) -> pd.DataFrame:
     """Fit and evaluate the configured method on every fold of the protocol."""
     if cfg.shift.name != "none":
         raise CalbenchError(f"shift={cfg.shift.name} is not available yet; use shift=none.")
     dataset = load_configured_dataset(cfg)
     calibrator, grid, criterion = build_calibrator(cfg, dataset)
-    loss_options = {k: v for k, v in OmegaConf.to_container(cfg.loss).items() if k != "name"}
-    loss_matrix = make_loss(cfg.loss.name, dataset.n_classes, **loss_options)
+    loss_matrix = _loss(OmegaConf.to_container(cfg.loss, resolve=True), dataset.n_classes)
     protocol = OmegaConf.to_container(cfg.protocol, resolve=True)
-    outer = {k: v for k, v in protocol.items() if k == "outer_folds"}
     metrics_config = OmegaConf.to_container(cfg.metrics, resolve=True)
 
     rows = []
-    for fold in make_folds(dataset, protocol["name"], seed=cfg.seed, **outer):
-        start = time.perf_counter()
-        model, chosen = fit_selected(cfg, calibrator, grid, fold.logits_fit, fold.y_fit)
-        fit_seconds = time.perf_counter() - start
-        probs = model.predict_proba(fold.logits_eval)
-        drift = np.abs(probs.sum(axis=1) - 1).max()
-        if not np.isfinite(probs).all() or drift > 1e-6 or (probs < 0).any():
-            raise CalbenchError(
-                f"method {cfg.method.name!r} produced predictions off the probability simplex "
-                f"on {dataset.name} fold {fold.index} (max row-sum error {drift:.3g}); "
-                "this is a bug in the calibrator, please report it."
-            )
-        uncalibrated = softmax(fold.logits_eval)
+    for fold in make_folds(dataset, protocol, seed=cfg.seed):
+        probs, uncalibrated, chosen, fit_seconds = _fit_members(cfg, calibrator, grid, fold)
+        _check_simplex(cfg, dataset, fold, probs)
         true_probs = dataset.true_map(uncalibrated) if dataset.true_map is not None else None
         values = evaluate(
             metrics_config,
@@ -121,6 +156,10 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
             true_probs=true_probs,
             reference_probs=uncalibrated,
             loss_matrix=loss_matrix,
+        )
+        # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
+        values["fit_accuracy"] = float(
+            np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
         )
         bad = sorted(m for m, v in values.items() if not np.isfinite(v))
         if bad:
@@ -143,6 +182,7 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
     labels = {
         "experiment": cfg.experiment,
         "dataset": dataset.name,
+        "classifier": getattr(dataset, "classifier_name", "none"),
         "method": cfg.method.name,
         "criterion": criterion,
         "loss": cfg.loss.name,

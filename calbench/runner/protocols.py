@@ -4,6 +4,14 @@
 - ``nested``: calibration and test pooled, then stratified K-fold; each outer fold fits on
   K-1 parts (with the inner CV of `calbench.runner.selection`) and evaluates on the rest
   (Kull 4.1; Ho 3.6). Every fold is reported.
+- ``classifier_cv`` (Kull 4.1's non-neural study, on a `FeatureSet`): repeated stratified
+  outer folds; inside each, the classifier is trained on all but one of
+  ``calibration_folds`` parts and scores the remaining part (where a calibrator is fitted)
+  and the outer test part. The fold's prediction is the average of the calibrated
+  predictions of those ``calibration_folds`` classifier-calibrator pairs.
+
+A `Fold` holds one or more `Member`s sharing the evaluation labels; the runner fits one
+calibrator per member and averages their predictions on the evaluation part.
 """
 
 from __future__ import annotations
@@ -14,16 +22,22 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from calbench.data import Dataset
+from calbench.data import Dataset, FeatureSet
+from calbench.data.classifier_scores import scored_folds
 from calbench.errors import CalbenchError, check_int
+
+
+@dataclass
+class Member:
+    logits_fit: np.ndarray
+    y_fit: np.ndarray
+    logits_eval: np.ndarray
 
 
 @dataclass
 class Fold:
     index: int
-    logits_fit: np.ndarray
-    y_fit: np.ndarray
-    logits_eval: np.ndarray
+    members: list[Member]
     y_eval: np.ndarray
 
 
@@ -39,8 +53,8 @@ def check_class_counts(y: np.ndarray, n_classes: int, n_folds: int, what: str) -
         )
 
 
-def holdout(dataset: Dataset) -> Iterator[Fold]:
-    yield Fold(0, dataset.logits_cal, dataset.y_cal, dataset.logits_test, dataset.y_test)
+def holdout(dataset: Dataset, seed: int = 0) -> Iterator[Fold]:  # noqa: ARG001 (no randomness)
+    yield Fold(0, [Member(dataset.logits_cal, dataset.y_cal, dataset.logits_test)], dataset.y_test)
 
 
 def nested(dataset: Dataset, outer_folds: int = 5, seed: int = 0) -> Iterator[Fold]:
@@ -50,15 +64,56 @@ def nested(dataset: Dataset, outer_folds: int = 5, seed: int = 0) -> Iterator[Fo
     check_class_counts(y, dataset.n_classes, outer_folds, f"{dataset.name} (outer CV)")
     splitter = StratifiedKFold(outer_folds, shuffle=True, random_state=seed)
     for i, (fit_idx, eval_idx) in enumerate(splitter.split(logits, y)):
-        yield Fold(i, logits[fit_idx], y[fit_idx], logits[eval_idx], y[eval_idx])
+        yield Fold(i, [Member(logits[fit_idx], y[fit_idx], logits[eval_idx])], y[eval_idx])
 
 
-PROTOCOLS = {"holdout": holdout, "nested": nested}
+def classifier_cv(
+    dataset: FeatureSet,
+    repeats: int = 5,
+    outer_folds: int = 5,
+    calibration_folds: int = 3,
+    seed: int = 0,
+    cache_dir=None,
+) -> Iterator[Fold]:
+    folds = scored_folds(
+        dataset,
+        repeats=repeats,
+        outer_folds=outer_folds,
+        calibration_folds=calibration_folds,
+        seed=seed,
+        cache_dir=cache_dir,
+    )
+    for fold in folds:
+        members = [
+            Member(part.cal_logits, dataset.y[part.cal_index], part.test_logits)
+            for part in fold.parts
+        ]
+        yield Fold(fold.index, members, dataset.y[fold.test_index])
 
 
-def make_folds(dataset: Dataset, name: str, seed: int = 0, **options) -> Iterator[Fold]:
+#: protocol name -> (fold generator, the kind of data it takes, its own options)
+PROTOCOLS = {
+    "holdout": (holdout, Dataset, ()),
+    "nested": (nested, Dataset, ("outer_folds",)),
+    "classifier_cv": (
+        classifier_cv,
+        FeatureSet,
+        ("repeats", "outer_folds", "calibration_folds", "cache_dir"),
+    ),
+}
+
+
+def make_folds(dataset: Dataset | FeatureSet, protocol: dict, seed: int = 0) -> Iterator[Fold]:
+    """The folds of the ``protocol`` config (its ``name`` and options) on ``dataset``."""
+    name = protocol.get("name")
     if name not in PROTOCOLS:
         raise CalbenchError(f"Unknown protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}.")
-    if name == "nested":
-        return nested(dataset, seed=seed, **options)
-    return holdout(dataset, **options)
+    generate, kind, option_names = PROTOCOLS[name]
+    if not isinstance(dataset, kind):
+        if kind is FeatureSet:
+            hint = "it trains a classifier, so it needs a feature set such as dataset=uci_iris"
+        else:
+            hint = "it needs a model's scores; feature sets need protocol=kull_uci"
+        raise CalbenchError(f"protocol {name!r} does not fit data set {dataset.name!r}: {hint}.")
+    options = {k: protocol[k] for k in option_names if k in protocol}
+    return generate(dataset, seed=seed, **options)

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from calbench.atomic import atomic_write_text
+
 COLUMNS = [
     "experiment",
     "dataset",
+    "classifier",
     "method",
     "criterion",
     "loss",
@@ -40,21 +41,6 @@ def config_hash(config: dict) -> str:
     """A stable 16-hex-digit hash of a plain (resolved) configuration."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write through a temporary file in the same directory, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class ResultStore:
@@ -84,6 +70,10 @@ class ResultStore:
             return pd.DataFrame(columns=COLUMNS)
         frame = pd.concat((pd.read_csv(f, keep_default_na=False) for f in files), ignore_index=True)
         frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
+        if "classifier" in frame:  # cells stored before the column existed: no classifier
+            frame["classifier"] = frame["classifier"].fillna("none").replace("", "none")
+        else:
+            frame["classifier"] = "none"
         if experiment is not None:
             frame = frame[frame["experiment"] == experiment]
         return frame

@@ -4,6 +4,9 @@
   columns, an average-rank row.
 - ``datasets_by_method`` (Valk Tables 5-10): one metric; data sets as rows in groups
   (C-10, C-100), methods as columns, an average-rank row per group.
+- ``ranks_by_group`` (Kull Tables 1-2): one metric; methods ranked on every task (data set x
+  classifier; ties share the mean rank, as the Friedman test assumes); rows are the average
+  ranks per classifier, then over all tasks, with the Friedman p-value in the title.
 
 Values are the mean over folds. Rows of methods or data sets with no results are left out
 and listed in ``RankedTable.missing``, never filled in; a row that lacks some method's
@@ -19,6 +22,7 @@ import pandas as pd
 
 from calbench.errors import CalbenchError
 from calbench.tables.ranking import average_ranks, rank_row
+from calbench.tables.statistics import friedman, task_ranks
 
 
 @dataclass
@@ -32,6 +36,9 @@ class RankedTable:
     average_rows: list[tuple[str, np.ndarray]]  # (group, mean rank per column)
     decimals: int
     missing: list[str] = field(default_factory=list)
+    show_ranks: bool = True  # False where the values are themselves ranks
+    underline_second: bool = False  # Hoki's and Gupta's tables underline the runner-up
+    column_decimals: list[int] | None = None  # per column, where they differ
 
 
 def _mean_over_folds(rows: pd.DataFrame, index: str) -> pd.DataFrame:
@@ -100,11 +107,30 @@ def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     )
 
 
+def _info_columns(spec, rows, datasets):
+    """Unranked columns before the methods, e.g. Hoki's validation and test accuracy:
+    ``{label: {metric, method, scale, decimals}}``, fold means per data set."""
+    labels, values, decimals = [], [], []
+    for label, info in (spec.get("info_columns") or {}).items():
+        chosen = rows[(rows["metric"] == info["metric"]) & (rows["method"] == info["method"])]
+        means = chosen.groupby("dataset")["value"].mean().reindex(datasets)
+        labels.append(label)
+        values.append(means.to_numpy(dtype=np.float64) * float(info.get("scale", 1.0)))
+        decimals.append(int(info.get("decimals", spec["decimals"])))
+    return labels, np.array(values).T.reshape(len(datasets), len(labels)), decimals
+
+
 def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
-    rows = rows[rows["metric"] == spec["metric"]]
-    columns, datasets, values, missing = _grid(spec, rows, "dataset", spec["rows"], "dataset")
+    metric_rows = rows[rows["metric"] == spec["metric"]]
+    if spec.get("value") == "fit_seconds":  # Hoki Table 3: the learning time of each cell
+        metric_rows = metric_rows.assign(value=metric_rows["fit_seconds"])
+        higher = False
+    else:
+        higher = direction(spec["metric"])
+    columns, datasets, values, missing = _grid(
+        spec, metric_rows, "dataset", spec["rows"], "dataset"
+    )
     values = values * float(spec.get("scale", 1.0))
-    higher = direction(spec["metric"])
     ranks = _ranks(
         values,
         list(columns),
@@ -117,20 +143,73 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
     for group in dict.fromkeys(g for g, _ in labels):
         members = [i for i, (g, _) in enumerate(labels) if g == group]
         averages.append((group, average_ranks(ranks[members])))
+    info_labels, info_values, info_decimals = _info_columns(spec, rows, datasets)
+    blank = np.full((len(datasets), len(info_labels)), np.nan)
     return RankedTable(
         name=spec["name"],
         title=spec.get("title", spec["name"]),
-        columns=list(columns.values()),
+        columns=info_labels + list(columns.values()),
         row_labels=labels,
-        values=values,
-        ranks=ranks,
-        average_rows=averages,
+        values=np.hstack([info_values, values]),
+        ranks=np.hstack([blank, ranks]),
+        average_rows=[
+            (g, np.concatenate([np.full(len(info_labels), np.nan), a])) for g, a in averages
+        ]
+        if spec.get("average_rank", True)
+        else [],
         decimals=spec["decimals"],
         missing=missing,
+        show_ranks=spec.get("show_ranks", True),
+        underline_second=spec.get("underline_second", False),
+        column_decimals=info_decimals + [spec["decimals"]] * len(columns) if info_labels else None,
     )
 
 
-LAYOUTS = {"metrics_by_method": metrics_by_method, "datasets_by_method": datasets_by_method}
+def ranks_by_group(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    group = spec.get("group_by", "classifier")
+    rows = rows[rows["metric"] == spec["metric"]]
+    means = rows.groupby(["dataset", group, "method"])["value"].mean().unstack("method")
+    missing: list[str] = []
+    columns = _present_columns(spec, set(means.columns), missing)
+    means = means.reindex(columns=list(columns))
+    incomplete = means.isna().any(axis=1)
+    missing += [f"some method on {d} / {g}" for d, g in means.index[incomplete]]
+    means = means[~incomplete]  # a task is ranked only when every method has run on it
+    if means.empty:
+        raise CalbenchError(
+            f"table {spec['name']}: no task has results for every method yet; "
+            f"run `calbench run experiment={spec['experiment']}` first."
+        )
+    higher = direction(spec["metric"])
+    ranks = task_ranks(means, higher)
+    by_group = ranks.groupby(level=group).mean()
+    labels = spec.get("rows") or {g: g for g in sorted(by_group.index)}
+    order = [g for g in labels if g in by_group.index]
+    missing += [f"{group} {g}" for g in labels if g not in by_group.index]
+    values = np.vstack([by_group.loc[order].to_numpy(), ranks.mean().to_numpy()[None, :]])
+    title = spec.get("title", spec["name"])
+    if len(means) >= 2 and len(columns) >= 3:
+        test = friedman(means, higher)
+        title += f" Friedman test over {test.n_tasks} tasks: p = {test.p_value:.3g}."
+    return RankedTable(
+        name=spec["name"],
+        title=title,
+        columns=list(columns.values()),
+        row_labels=[("", labels[g]) for g in order] + [("", "avg rank")],
+        values=values,
+        ranks=np.vstack([rank_row(v, False, spec["decimals"]) for v in values]),
+        average_rows=[],
+        decimals=spec["decimals"],
+        missing=missing,
+        show_ranks=False,
+    )
+
+
+LAYOUTS = {
+    "metrics_by_method": metrics_by_method,
+    "datasets_by_method": datasets_by_method,
+    "ranks_by_group": ranks_by_group,
+}
 
 
 def build_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:

@@ -1,6 +1,7 @@
 """Renderers of a `RankedTable`: Markdown, LaTeX (booktabs) and CSV.
 
-Each value carries its rank as a subscript; the best value of a row (rank 1) is bold.
+Each value carries its rank as a subscript (unless the table says otherwise); the best
+value of a row (rank 1) is bold, and where the table asks the second best is underlined.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import pandas as pd
 from calbench.tables.layouts import RankedTable
 
 
-def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt):
+def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None):
     body = []
+    decimals = table.column_decimals or [table.decimals] * len(table.columns)
     for i, (group, label) in enumerate(table.row_labels):
         cells = []
         for j in range(len(table.columns)):
@@ -21,10 +23,12 @@ def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt):
             if math.isnan(value):
                 cells.append("")
                 continue
-            text = value_fmt(f"{value:.{table.decimals}f}")
+            text = value_fmt(f"{value:.{decimals[j]}f}")
             if rank == 1:
                 text = best_fmt(text)
-            if not math.isnan(rank):
+            elif rank == 2 and table.underline_second and second_fmt is not None:
+                text = second_fmt(text)
+            if table.show_ranks and not math.isnan(rank):
                 text += rank_fmt(int(rank))
             cells.append(text)
         body.append((group, label, cells))
@@ -43,7 +47,9 @@ def to_markdown(table: RankedTable) -> str:
     grouped = any(g for g, _ in table.row_labels)
     head = ([""] if grouped else []) + [""] + table.columns
     lines = [f"**{table.title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    body = _cells(table, str, lambda t: f"**{t}**", lambda r: f"<sub>{r}</sub>")
+    body = _cells(
+        table, str, lambda t: f"**{t}**", lambda r: f"<sub>{r}</sub>", lambda t: f"<u>{t}</u>"
+    )
     previous = None
     for idx, (group, label, cells) in enumerate(body):
         lead = [_group_label(grouped, group, previous)] if grouped else []
@@ -85,7 +91,13 @@ def to_latex(table: RankedTable) -> str:
         " & ".join(head) + r" \\",
         r"\midrule",
     ]
-    body = _cells(table, str, lambda t: rf"\textbf{{{t}}}", lambda r: rf"$_{{{r}}}$")
+    body = _cells(
+        table,
+        str,
+        lambda t: rf"\textbf{{{t}}}",
+        lambda r: rf"$_{{{r}}}$",
+        lambda t: rf"\underline{{{t}}}",
+    )
     previous = None
     for idx, (group, label, cells) in enumerate(body):
         lead = [_latex_escape(_group_label(grouped, group, previous))] if grouped else []

@@ -1,0 +1,137 @@
+"""Kull 4.1's non-neural protocol: classifiers trained fold by fold, scores cached, the
+calibrated predictions of the inner parts averaged."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.naive_bayes import GaussianNB
+from sklearn.preprocessing import StandardScaler
+
+from calbench.classifiers import make_classifier
+from calbench.data import FeatureSet, load_dataset
+from calbench.data.classifier_scores import scored_folds
+from calbench.errors import CalbenchError
+from calbench.metrics import accuracy, log_loss
+from calbench.runner.cell import run_cell
+from calbench.runner.protocols import make_folds
+from calbench.simplex import softmax
+from tests.test_runner import config
+
+NBAYES = {"name": "nbayes", "estimator": "sklearn.naive_bayes.GaussianNB", "params": {}}
+
+
+def iris(classifier=NBAYES):
+    return load_dataset("tabular", source="iris", classifier=classifier)
+
+
+def test_folds_partition_the_data_and_scores_match_an_independent_classifier(tmp_path):
+    data = iris()
+    folds = scored_folds(data, repeats=2, outer_folds=5, calibration_folds=3, cache_dir=tmp_path)
+    assert len(folds) == 10
+    n = len(data.y)
+    for r in range(2):
+        tests = np.concatenate([f.test_index for f in folds[5 * r : 5 * r + 5]])
+        np.testing.assert_array_equal(np.sort(tests), np.arange(n))  # each sample tested once
+    fold = folds[7]
+    train = np.setdiff1d(np.arange(n), fold.test_index)
+    cal = np.concatenate([p.cal_index for p in fold.parts])
+    np.testing.assert_array_equal(np.sort(cal), train)  # the parts split the training part
+    # Reference: scikit-learn's own scaler + naive Bayes on the other two parts.
+    part = fold.parts[1]
+    fit_idx = np.setdiff1d(train, part.cal_index)
+    scaler = StandardScaler().fit(data.features[fit_idx])
+    nb = GaussianNB().fit(scaler.transform(data.features[fit_idx]), data.y[fit_idx])
+    expected = nb.predict_proba(scaler.transform(data.features[fold.test_index]))
+    np.testing.assert_allclose(softmax(part.test_logits), expected, atol=1e-12)
+
+
+def test_scores_are_cached_once_per_classifier_setting(tmp_path):
+    first = scored_folds(iris(), repeats=1, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+    again = scored_folds(iris(), repeats=1, cache_dir=tmp_path)
+    for a, b in zip(first, again, strict=True):
+        for pa, pb in zip(a.parts, b.parts, strict=True):
+            np.testing.assert_array_equal(pa.cal_logits, pb.cal_logits)
+            np.testing.assert_array_equal(pa.test_logits, pb.test_logits)
+    smoothed = dict(NBAYES, params={"var_smoothing": 1e-3})
+    scored_folds(iris(smoothed), repeats=1, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.npz"))) == 2  # other settings, other file
+
+
+def test_uncalibrated_cell_averages_the_three_classifiers(tmp_path):
+    cfg = config(
+        "dataset=uci_iris",
+        "classifier=nbayes",
+        "protocol=kull_uci",
+        "protocol.repeats=1",
+        "method=uncal",
+        "metrics=kull_uci",
+        f"data_dir={tmp_path}",
+    )
+    rows = run_cell(cfg)
+    assert set(rows["classifier"]) == {"nbayes"} and set(rows["protocol"]) == {"classifier_cv"}
+    data = iris()
+    # Reference: the same splits, naive Bayes trained directly, probabilities averaged.
+    for fold in scored_folds(data, repeats=1, cache_dir=tmp_path / "classifier_scores"):
+        train = np.setdiff1d(np.arange(len(data.y)), fold.test_index)
+        probs = []
+        for part in fold.parts:
+            fit_idx = np.setdiff1d(train, part.cal_index)
+            scaler = StandardScaler().fit(data.features[fit_idx])
+            nb = GaussianNB().fit(scaler.transform(data.features[fit_idx]), data.y[fit_idx])
+            probs.append(nb.predict_proba(scaler.transform(data.features[fold.test_index])))
+        mean = np.mean(probs, axis=0)
+        y = data.y[fold.test_index]
+        got = rows[rows["fold"] == fold.index].set_index("metric")["value"]
+        assert got["accuracy"] == pytest.approx(accuracy(mean, y), abs=1e-12)
+        assert got["log_loss"] == pytest.approx(log_loss(mean, y), rel=1e-9)
+
+
+def test_dir_l2_cell_records_one_chosen_lambda_per_calibration_part(tmp_path):
+    cfg = config(
+        "dataset=uci_iris",
+        "classifier=lda",
+        "protocol=kull_uci",
+        "protocol.repeats=1",
+        "method=dir_l2",
+        "metrics=kull_uci",
+        f"data_dir={tmp_path}",
+    )
+    rows = run_cell(cfg)
+    chosen = json.loads(rows["params"].iat[0])
+    assert len(chosen) == 3 and all("reg_lambda" in c for c in chosen)
+    assert rows.groupby("fold").size().nunique() == 1 and rows["fold"].nunique() == 5
+
+
+def test_protocol_and_data_kind_must_match(tmp_path):
+    scores = load_dataset("synthetic_dirichlet", n_cal=300, n_test=300)
+    with pytest.raises(CalbenchError, match="needs a feature set"):
+        list(make_folds(scores, {"name": "classifier_cv"}))
+    with pytest.raises(CalbenchError, match="protocol=kull_uci"):
+        list(make_folds(iris(), {"name": "holdout"}))
+    with pytest.raises(CalbenchError, match="pick the classifier"):
+        load_dataset("tabular", source="iris", classifier={"name": "none"})
+
+
+def test_classes_too_rare_for_the_folds_are_refused():
+    rng = np.random.default_rng(0)
+    y = np.r_[np.zeros(40, int), np.ones(14, int)]
+    data = FeatureSet("tiny", rng.normal(size=(54, 3)), y, classifier=NBAYES)
+    with pytest.raises(CalbenchError, match="class 1 has 14 samples.*need \\(15\\)"):
+        scored_folds(data, repeats=1, outer_folds=5, calibration_folds=3)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"name": "x"}, "no estimator import path"),
+        ({"name": "x", "estimator": "sklearn.svm.Nope"}, "cannot import"),
+        ({"name": "x", "estimator": "sklearn.svm.SVC", "params": {"bogus": 1}}, "bad params"),
+        ({"name": "x", "estimator": "sklearn.svm.SVC"}, "probability: true"),
+        ({"name": "x", "estimator": "sklearn.preprocessing.StandardScaler"}, "not a classifier"),
+    ],
+)
+def test_bad_classifier_configs_get_one_clear_error(spec, message):
+    with pytest.raises(CalbenchError, match=message):
+        make_classifier(spec)
