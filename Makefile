@@ -43,6 +43,7 @@ report:
 bench:
 	$(PYTHON) benchmarks/bench_dirichlet.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
 
 clean:
 	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/figures $(RESULTS)/reports $(RESULTS)/hydra

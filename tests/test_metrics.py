@@ -210,3 +210,56 @@ def test_top1_brier_hand_example():
     y = np.array([0, 2])
     # confidences .7 (right) and .5 (wrong): ((.7 - 1)^2 + (.5 - 0)^2) / 2
     assert metrics.top1_brier(p, y) == pytest.approx((0.09 + 0.25) / 2)
+
+
+def test_kde_density_matches_kdepy_fftkde(rng):
+    kdepy = pytest.importorskip("KDEpy")
+    from calbench.metrics.kde import _GRID, _reflect, triweight_density
+
+    data = _reflect(rng.beta(5, 2, 2000))
+    for bandwidth in (0.01, 0.04):
+        ref = kdepy.FFTKDE(bw=bandwidth, kernel="triweight").fit(data[:, None]).evaluate(_GRID)
+        np.testing.assert_allclose(triweight_density(data, bandwidth), ref, atol=1e-10)
+
+
+def test_kde_ece_follows_zhangs_estimator(rng):
+    # Reference: KDEpy densities and Zhang et al.'s integral written out point by point.
+    kdepy = pytest.importorskip("KDEpy")
+    from calbench.metrics import kde_ece
+    from calbench.metrics.kde import _GRID, _reflect
+
+    n = 800
+    p = rng.dirichlet(np.full(5, 0.4), n)
+    y = np.array([rng.choice(5, p=row) if rng.random() < 0.8 else 0 for row in p])
+    conf, right = p.max(1), p.argmax(1) == y
+    h = np.std(conf[right]) * (2 * n) ** -0.2
+
+    def density(d):
+        f = 2 * kdepy.FFTKDE(bw=h, kernel="triweight").fit(_reflect(d)[:, None]).evaluate(_GRID)
+        f[(_GRID <= 0) | (_GRID >= 1)] = 0
+        return f
+
+    f1, f = density(conf[right]), density(conf)
+    integrand = np.zeros(len(_GRID))
+    for i, x in enumerate(_GRID):
+        if max(f1[i], f[i]) > 1e-6:
+            acc = min(right.mean() * f1[i] / f[i], 1.0) if f[i] > 0 else 1.0
+            integrand[i] = abs(x - acc) * f[i]
+        elif i > 1:
+            integrand[i] = integrand[i - 1]
+    unit = (_GRID >= 0) & (_GRID <= 1)
+    expected = np.trapezoid(integrand[unit], _GRID[unit]) / np.trapezoid(f[unit], _GRID[unit])
+    assert kde_ece(p, y) == pytest.approx(expected, rel=1e-8)
+
+
+def test_kde_ece_vanishes_when_calibrated_and_sees_a_constant_gap(rng):
+    from calbench.metrics import kde_ece
+
+    def predictor(n, gap):
+        c = rng.uniform(0.4, 0.95, n)
+        p = np.column_stack([c, np.repeat((1 - c)[:, None] / 3, 3, axis=1)])
+        return p, np.where(rng.random(n) < c - gap, 0, 1)
+
+    values = [kde_ece(*predictor(n, 0.0)) for n in (1000, 100_000)]
+    assert values[1] < values[0] and values[1] < 0.005
+    assert kde_ece(*predictor(100_000, 0.1)) == pytest.approx(0.1, abs=0.01)

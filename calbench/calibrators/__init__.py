@@ -14,6 +14,7 @@ from calbench.calibrators.binary import BetaCalibrator, HistogramBinning, Isoton
 from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
+from calbench.calibrators.hoki import HokiCalibrator
 from calbench.calibrators.mix_n_match import (
     EnsembleTemperatureScaling,
     MulticlassIsotonicRegression,
@@ -51,6 +52,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "beta": (BetaCalibrator, {}),
     "ets": (EnsembleTemperatureScaling, {}),
     "spline": (SplineCalibrator, {}),
+    "hoki": (HokiCalibrator, {}),
     "irm": (MulticlassIsotonicRegression, {}),
     "dec": (DecisionCalibrator, {}),
     "iop_full": (OrderPreservingCalibrator, {"family": "full"}),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from calbench.criteria import decision
 from calbench.errors import CalbenchError
 
 _EXP_FLOOR = -700.0
@@ -58,20 +59,44 @@ def from_torch(loss_fn):
         out = torch.from_numpy(logits).requires_grad_(True)
         value = loss_fn(out, torch.from_numpy(y))
         value.backward()
-        return float(value), out.grad.numpy()
+        return float(value.detach()), out.grad.numpy()
 
     criterion.__doc__ = loss_fn.__doc__
     return criterion
 
 
 CRITERIA = {"nll": nll, "mse": mse}
+#: Criteria with options (loss matrices, lambda, beta), built per fit: name -> torch loss.
+PARAMETRISED = {
+    "direct": decision.direct_loss,
+    "integral": decision.integral_loss,
+    "integral_01_reject": decision.integral_loss_01_reject,
+}
 
 
-def get_criterion(name: str):
-    """The criterion registered under ``name``."""
-    try:
-        return CRITERIA[name]
-    except KeyError:
+def get_criterion(spec):
+    """The criterion ``spec`` names: a registered name, or ``{"name": ..., **options}`` for
+    the decision criteria (``direct``: loss_matrix, reg_lambda, beta; ``integral``: l0, l1)."""
+    if isinstance(spec, dict):
+        options = dict(spec)
+        name = options.pop("name", None)
+        if name in PARAMETRISED:
+            if name == "integral":
+                options["l0"], options["l1"] = decision.check_family(
+                    options.get("l0"), options.get("l1"), "criterion integral"
+                )
+            fn = PARAMETRISED[name]
+            return from_torch(lambda logits, y: fn(logits, y, **options))
+        if not options and name in CRITERIA:
+            return CRITERIA[name]
+        spec = name
+    if spec in CRITERIA:
+        return CRITERIA[spec]
+    if spec in PARAMETRISED:
+        if spec == "integral_01_reject":
+            return from_torch(decision.integral_loss_01_reject)
         raise CalbenchError(
-            f"Unknown criterion {name!r}; known: {', '.join(sorted(CRITERIA))}."
-        ) from None
+            f"criterion {spec!r} needs its options (a loss matrix); see conf/criterion."
+        )
+    known = sorted(CRITERIA) + sorted(PARAMETRISED)
+    raise CalbenchError(f"Unknown criterion {spec!r}; known: {', '.join(known)}.")

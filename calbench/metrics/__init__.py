@@ -18,7 +18,14 @@ from calbench.metrics.consistency import (
     confidence_ece_accepted,
     confidence_ece_p_value,
 )
-from calbench.metrics.decision import argmax_changed, average_loss_gap, empirical_risk
+from calbench.metrics.decision import (
+    argmax_changed,
+    average_loss_gap,
+    empirical_risk,
+    model_risk,
+    risk_gap,
+)
+from calbench.metrics.kde import kde_ece
 from calbench.metrics.ks import ks_error
 from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss, top1_brier
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
@@ -42,6 +49,7 @@ METRICS = {
     "log_loss": MetricSpec(log_loss),
     "brier": MetricSpec(brier),
     "top1_brier": MetricSpec(top1_brier),
+    "kde_ece": MetricSpec(kde_ece),
     "confidence_ece": MetricSpec(confidence_ece),
     "classwise_ece": MetricSpec(classwise_ece),
     "mce": MetricSpec(mce),
@@ -51,6 +59,8 @@ METRICS = {
     "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
     "average_loss_gap": MetricSpec(average_loss_gap, needs="labels_or_true"),
     "empirical_risk": MetricSpec(empirical_risk, needs="loss"),
+    "model_risk": MetricSpec(model_risk, needs="loss"),
+    "risk_gap": MetricSpec(risk_gap, needs="loss"),
     "argmax_changed": MetricSpec(argmax_changed, needs="reference"),
     # Consistency-resampling tests (opt-in: 10,000 resamples cost seconds per fold).
     "confidence_ece_p_value": MetricSpec(confidence_ece_p_value, higher_is_better=True),
@@ -118,9 +128,12 @@ __all__ = [
     "confidence_variance",
     "empirical_risk",
     "evaluate",
+    "kde_ece",
     "ks_error",
     "log_loss",
     "mce",
+    "model_risk",
+    "risk_gap",
     "top1_brier",
     "true_classwise_ce",
     "true_confidence_ce",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.decision import bayes_decisions
-from calbench.errors import CalbenchError, check_choice, check_int
+from calbench.decision import check_loss_matrix, risk
+from calbench.errors import CalbenchError, check_int
 from calbench.metrics._checks import probs_and_labels, probs_pair
 
 # Losses per chunk: keeps each (n, chunk) array near 40 MB at n = 100000.
@@ -57,18 +57,30 @@ def average_loss_gap(
     return float(np.concatenate(gaps).mean())
 
 
+def _checked_loss(p, loss_matrix, owner):
+    return check_loss_matrix(loss_matrix, p.shape[1], owner)
+
+
 def empirical_risk(probs, y, *, loss_matrix, reduction="mean") -> float:
     """Loss of the Bayes decisions under ``loss_matrix``, summed or averaged over samples."""
-    check_choice(reduction, "reduction", "empirical_risk", ("mean", "sum"))
     p, y = probs_and_labels(probs, y, "empirical_risk")
-    loss_matrix = np.asarray(loss_matrix, dtype=np.float64)
-    if loss_matrix.ndim != 2 or loss_matrix.shape[0] != p.shape[1]:
-        raise CalbenchError(
-            f"empirical_risk: loss_matrix must have {p.shape[1]} rows (one per class); "
-            f"got shape {loss_matrix.shape}."
-        )
-    costs = loss_matrix[y, bayes_decisions(p, loss_matrix)]
-    return float(costs.sum() if reduction == "sum" else costs.mean())
+    matrix = _checked_loss(p, loss_matrix, "empirical_risk")
+    return risk.empirical_risk(p, y, matrix, reduction=reduction)
+
+
+def model_risk(probs, y, *, loss_matrix, reduction="mean") -> float:
+    """The loss the model expects of its own Bayes decisions, ``min_d (p L)_d``, averaged
+    (or summed); ``y`` is only checked."""
+    p, _ = probs_and_labels(probs, y, "model_risk")
+    return risk.model_risk(p, _checked_loss(p, loss_matrix, "model_risk"), reduction=reduction)
+
+
+def risk_gap(probs, y, *, loss_matrix) -> float:
+    """``|model risk - empirical risk|`` per sample: how far the model misjudges its own
+    decisions' cost (Ho Figs. 4.i-4.k)."""
+    p, y = probs_and_labels(probs, y, "risk_gap")
+    matrix = _checked_loss(p, loss_matrix, "risk_gap")
+    return abs(risk.model_risk(p, matrix) - risk.empirical_risk(p, y, matrix))
 
 
 def argmax_changed(probs, reference_probs) -> float:

@@ -1,0 +1,86 @@
+"""Decision-aware criteria of Ho ch. 3: Direct Loss and Integral Loss.
+
+Both are written in torch on the calibrated logits and differentiated by autograd (the
+maps' chain rule takes it from there, see `calbench.criteria.from_torch`). All are means
+over the calibration samples (Ho writes sums; the minimiser is the same).
+
+- ``direct_loss`` (eq. 3.7): ``-1/lambda [min_d (p L)_d - min_d ((p L)_d + lambda L[y, d])]``.
+  With lambda < 0 and no smoothing it bounds the empirical risk from above (Theorem 1); the
+  smooth minimum ``-1/beta log sum exp(-beta x)`` gives gradients on the flat parts.
+- ``integral_loss_01_reject`` (eq. 3.18): the empirical risk of the 0/1 loss with a reject
+  option integrated over the reject cost eps in [0, 1], in closed form.
+- ``integral_loss`` (eqs. 3.19-3.34): the same integral for any family ``l0 + eps l1`` with
+  non-negative costs: for each action d the interval [LB(d), UB(d)] of eps where d is the
+  Bayes decision follows from linear inequalities in eps, and the integral of the cost
+  ``l0[y, d] + eps l1[y, d]`` over it is exact. O(|Y| |A|^2) per sample, vectorised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from calbench.errors import CalbenchError
+
+
+def _soft_min(x: torch.Tensor, beta: float | None) -> torch.Tensor:
+    if beta is None:
+        return x.min(dim=1).values
+    return -torch.logsumexp(-beta * x, dim=1) / beta
+
+
+def direct_loss(logits, y, loss_matrix, reg_lambda=-1.0, beta=None):
+    """Ho eq. 3.7 (mean over samples)."""
+    if reg_lambda == 0:
+        raise CalbenchError("direct loss: lambda must be non-zero (Ho 3.3 uses lambda < 0).")
+    loss = torch.as_tensor(loss_matrix, dtype=logits.dtype)
+    expected = torch.softmax(logits, dim=1) @ loss  # (n, actions)
+    nudged = expected + reg_lambda * loss[y]
+    return -(_soft_min(expected, beta) - _soft_min(nudged, beta)).mean() / reg_lambda
+
+
+def integral_loss_01_reject(logits, y):
+    """Ho eq. 3.18 (mean over samples)."""
+    probs = torch.softmax(logits, dim=1)
+    top, predicted = probs.max(dim=1)
+    wrong = (predicted != y).to(logits.dtype)
+    return ((1 - top) ** 2 / 2 + wrong * top).mean()
+
+
+def integral_loss(logits, y, l0, l1):
+    """Ho eq. 3.34 for ``l_eps = l0 + eps l1``, eps uniform on [0, 1] (mean over samples)."""
+    l0 = torch.as_tensor(l0, dtype=logits.dtype)
+    l1 = torch.as_tensor(l1, dtype=logits.dtype)
+    probs = torch.softmax(logits, dim=1)
+    r0, r1 = probs @ l0, probs @ l1  # (n, A): expected costs at eps = 0 and their slopes
+    a = r0[:, :, None] - r0[:, None, :]  # a[i, d, d'] (eq. 3.23)
+    b = r1[:, :, None] - r1[:, None, :]  # b[i, d, d'] (eq. 3.24)
+    ratio = -a / torch.where(b == 0, torch.ones_like(b), b)
+    inf = torch.tensor(float("inf"), dtype=logits.dtype)
+    upper = torch.where(b > 0, ratio, inf).min(dim=2).values.clamp(0, 1)  # eq. 3.31
+    lower = torch.where(b < 0, ratio, -inf).max(dim=2).values.clamp(0, 1)  # eq. 3.32
+    valid = ~((b == 0) & (a > 0)).any(dim=2)  # eq. 3.33
+    # An action whose expected cost equals an earlier one's for every eps never wins the
+    # argmin (first on ties), so its interval is not counted twice.
+    n_actions = r0.shape[1]
+    earlier = torch.ones(n_actions, n_actions, dtype=torch.bool).tril(-1)
+    valid &= ~((a == 0) & (b == 0) & earlier).any(dim=2)
+    width = (upper - lower).clamp(min=0) * valid
+    half_squares = ((upper**2 - lower**2) / 2).clamp(min=0) * valid
+    return ((l0[y] * width) + (l1[y] * half_squares)).sum(dim=1).mean()
+
+
+def check_family(l0, l1, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """``l0`` and ``l1`` of one shape with ``l0 + eps l1 >= 0`` on [0, 1] (Ho 3.4.2 assumes
+    non-negative losses; by linearity the two ends suffice)."""
+    l0, l1 = np.asarray(l0, dtype=np.float64), np.asarray(l1, dtype=np.float64)
+    if l0.shape != l1.shape or l0.ndim != 2:
+        raise CalbenchError(
+            f"{where}: l0 {l0.shape} and l1 {l1.shape} must be equal-shaped matrices."
+        )
+    if (l0 < 0).any() or (l0 + l1 < 0).any():
+        raise CalbenchError(
+            f"{where}: the loss family has negative costs at eps = 0 or 1; the Integral Loss "
+            "assumes non-negative losses (add a constant to each row: decisions stay the same)."
+        )
+    return l0, l1
