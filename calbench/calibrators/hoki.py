@@ -51,7 +51,12 @@ def unchanged_fraction(logits: np.ndarray, noise: np.ndarray, block: int = 128) 
     (rows x draws) array small enough to stay in cache, one class at a time. A block stops
     early once every draw is decided: lost (a rival already beats c) or won (c beats what
     is left, z_j + max_m eps_mj over the remaining rivals).
+
+    The perturbed logits are formed in float32, the precision networks emit logits in (twice
+    as fast; a decision can differ from float64 only where two perturbed logits tie to 1e-7).
     """
+    logits = np.asarray(logits, dtype=np.float32)
+    noise = np.asarray(noise, dtype=np.float32)
     n, k = logits.shape
     rows = np.arange(n)
     top = logits.argmax(axis=1)
