@@ -32,7 +32,7 @@ def test_least_squares_natural_spline_matches_an_independent_basis(synthetic):
     h = np.cumsum(correct) / n
     basis = _natural_basis_esl(t, cal.knots_)
     coef, *_ = np.linalg.lstsq(basis, h, rcond=None)
-    ours = CubicSpline(cal.knots_, cal.knot_values_, bc_type="natural")(t)
+    ours = CubicSpline(cal.knots_, cal.knot_values_[0], bc_type="natural")(t)
     np.testing.assert_allclose(ours, basis @ coef, atol=1e-10)
 
 
@@ -60,3 +60,31 @@ def test_replace_top_keeps_the_simplex_and_the_class():
 def test_too_many_knots_for_the_data_is_clear(rng):
     with pytest.raises(CalbenchError, match="at least 28 calibration samples for 14 knots"):
         make_calibrator("spline", n_knots=14).fit(rng.normal(size=(20, 3)), np.arange(20) % 3)
+
+
+def test_top2_spline_calibrates_the_second_score_and_keeps_the_ranking(rng):
+    from calbench.simplex import softmax
+    from tests.conftest import overconfident_logits
+
+    z, y = overconfident_logits(rng, 6000, 10)
+    zt, yt = overconfident_logits(rng, 6000, 10)
+    top1 = make_calibrator("spline", ranks=1).fit(z, y)
+    top2 = make_calibrator("spline", ranks=2).fit(z, y)
+    # The second spline is Gupta's fit on the second-largest score against "label = 2nd".
+    p = softmax(z)
+    second = np.sort(p, axis=1)[:, -2]
+    hit = np.argsort(-p, axis=1, kind="stable")[:, 1] == y
+    order = np.argsort(second, kind="stable")
+    t = np.arange(1, len(y) + 1) / len(y)
+    basis = _natural_basis_esl(t, top2.knots_)
+    coef, *_ = np.linalg.lstsq(basis, np.cumsum(hit[order]) / len(y), rcond=None)
+    ours = CubicSpline(top2.knots_, top2.knot_values_[1], bc_type="natural")(t)
+    np.testing.assert_allclose(ours, basis @ coef, atol=1e-10)
+    out = top2.predict_proba(zt)
+    np.testing.assert_allclose(out.sum(axis=1), 1, atol=1e-12)
+    ranked = np.argsort(-softmax(zt), axis=1, kind="stable")[:, :2]
+    np.testing.assert_array_equal(np.argsort(-out, axis=1, kind="stable")[:, :2], ranked)
+    np.testing.assert_allclose(out.max(axis=1), top1.predict_proba(zt).max(axis=1))
+    before = metrics.ks_error(top1.predict_proba(zt), yt, mode="top", r=2)
+    after = metrics.ks_error(out, yt, mode="top", r=2)
+    assert after < 0.01 < before

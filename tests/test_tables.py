@@ -226,3 +226,39 @@ def test_hoki_layout_info_columns_underline_and_learning_time():
     table = build_table(timing, rows, direction)
     np.testing.assert_allclose(table.values[0], [3.0, 1.0, 2.0])
     assert list(table.ranks[0]) == [3, 1, 2]  # less time is better
+
+
+def test_every_shipped_table_spec_builds_from_a_complete_store():
+    from calbench.tables.cli import metric_direction, table_specs
+
+    rng = np.random.default_rng(0)
+    direction = metric_direction()
+    for name, spec in table_specs().items():
+        metrics = {spec.get("metric")} | set(
+            spec.get("rows", {}) if spec["layout"] == "metrics_by_metric" else []
+        )
+        metrics |= {info["metric"] for info in (spec.get("info_columns") or {}).values()}
+        if spec["layout"] == "metrics_by_method":
+            metrics = set(spec["rows"])
+        datasets = (
+            [spec["dataset"]] if spec["layout"] == "metrics_by_method" else list(spec["rows"])
+        )
+        records = [
+            {
+                "experiment": spec["experiment"],
+                "dataset": d,
+                "classifier": c,
+                "method": m,
+                "metric": metric,
+                "fold": 0,
+                "value": rng.random(),
+                "fit_seconds": rng.random(),
+            }
+            for d in (["d1", "d2"] if spec["layout"] == "ranks_by_group" else datasets)
+            for c in (list(spec["rows"]) if spec["layout"] == "ranks_by_group" else ["none"])
+            for m in spec["columns"]
+            for metric in metrics - {None}
+        ]
+        table = build_table(spec, pd.DataFrame(records), direction)
+        assert not [m for m in table.missing if m.startswith("method")], name
+        assert to_markdown(table) and to_latex(table) and to_csv(table), name

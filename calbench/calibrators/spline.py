@@ -61,41 +61,84 @@ class SplineCalibrator(Calibrator):
     ----------
     n_knots : int
         Equally spaced knots of the natural cubic spline (Gupta uses 6 to 14).
+    ranks : int
+        Recalibrate the top-``ranks`` scores, each by its own spline of the r-th largest
+        score against "the label is the r-th class" (Gupta sec. 4.2's top-r calibration).
+        Lower ranks are then capped so the classes keep their order and the row its mass.
     """
 
     input_kind = "probabilities"
 
-    def __init__(self, n_knots=6):
+    def __init__(self, n_knots=6, ranks=1):
         self.n_knots = n_knots
+        self.ranks = ranks
 
     def _fit(self, logits, y):
         n_knots = check_int(self.n_knots, "n_knots", "spline", minimum=2)
+        ranks = check_int(self.ranks, "ranks", "spline")
         probs = softmax(logits)
-        scores = probs.max(axis=1)
-        correct = (probs.argmax(axis=1) == y).astype(np.float64)
+        if ranks > probs.shape[1]:
+            raise CalbenchError(f"spline: ranks={ranks} exceeds the {probs.shape[1]} classes.")
         if len(y) < 2 * n_knots:
             raise CalbenchError(
                 f"spline needs at least {2 * n_knots} calibration samples for {n_knots} knots; "
                 f"got {len(y)}. Use fewer knots."
             )
-        order = np.argsort(scores, kind="stable")
+        ranked = np.argsort(-probs, axis=1, kind="stable")[:, :ranks]
+        self.knots_ = np.linspace(0.0, 1.0, n_knots)
+        design_basis = natural_spline_basis(self.knots_)
+        self.knot_values_, self.sorted_scores_ = [], []
         n = len(y)
         fractiles = np.arange(1, n + 1) / n
-        cumulative = np.cumsum(correct[order]) / n
-        knots = np.linspace(0.0, 1.0, n_knots)
-        basis = natural_spline_basis(knots)
-        design = np.column_stack([b(fractiles) for b in basis])
-        self.knot_values_, *_ = np.linalg.lstsq(design, cumulative, rcond=None)
-        self.knots_ = knots
-        self.sorted_scores_ = scores[order]
+        design = np.column_stack([b(fractiles) for b in design_basis])
+        for r in range(ranks):
+            scores = probs[np.arange(n), ranked[:, r]]
+            hits = (ranked[:, r] == y).astype(np.float64)
+            order = np.argsort(scores, kind="stable")
+            cumulative = np.cumsum(hits[order]) / n
+            values, *_ = np.linalg.lstsq(design, cumulative, rcond=None)
+            self.knot_values_.append(values)
+            self.sorted_scores_.append(scores[order])
 
-    def recalibrate(self, scores: np.ndarray) -> np.ndarray:
-        """Calibrated confidence for raw top-1 scores."""
-        n = len(self.sorted_scores_)
-        fractile = np.interp(scores, self.sorted_scores_, np.arange(1, n + 1) / n)
-        spline = CubicSpline(self.knots_, self.knot_values_, bc_type="natural")
+    def recalibrate(self, scores: np.ndarray, rank: int = 1) -> np.ndarray:
+        """Calibrated r-th largest probabilities for raw r-th scores (rank 1: confidence)."""
+        sorted_scores = self.sorted_scores_[rank - 1]
+        n = len(sorted_scores)
+        fractile = np.interp(scores, sorted_scores, np.arange(1, n + 1) / n)
+        spline = CubicSpline(self.knots_, self.knot_values_[rank - 1], bc_type="natural")
         return np.clip(spline.derivative()(fractile), 0.0, 1.0)
 
     def _predict_proba(self, logits):
         probs = softmax(logits)
-        return replace_top(probs, self.recalibrate(probs.max(axis=1)))
+        out = replace_top(probs, self.recalibrate(probs.max(axis=1)))
+        rows = np.arange(len(probs))
+        ranked = np.argsort(-probs, axis=1, kind="stable")
+        for r in range(2, len(self.knot_values_) + 1):
+            cls = ranked[:, r - 1]
+            above = out[rows, ranked[:, r - 2]]
+            # The unranked classes hold what the ranks above leave; the r-th takes its
+            # calibrated value from that, never more than the rank above it.
+            free = out[rows, cls] + out.sum(axis=1, where=_below(ranked, r))
+            rest = free - out[rows, cls]
+            # Raised, as in replace_top, so no lower class overtakes it once rescaled.
+            nxt = out[rows, ranked[:, r]] if r < probs.shape[1] else np.zeros(len(probs))
+            floor = nxt * free / np.maximum(rest + nxt, np.finfo(float).tiny) + 1e-12
+            value = np.maximum(self.recalibrate(probs[rows, cls], r), floor)
+            value = np.minimum(np.minimum(value, above), free)
+            scale = np.divide(free - value, rest, out=np.zeros_like(rest), where=rest > 0)
+            lower = _below(ranked, r)
+            out = np.where(lower, out * scale[:, None], out)
+            out[rows, cls] = value
+            spread = (rest <= 0) & (free > value)  # no lower mass to scale: share it evenly
+            if spread.any():
+                n_lower = lower.sum(axis=1)
+                share = np.where(n_lower > 0, (free - value) / np.maximum(n_lower, 1), 0.0)
+                out = np.where(lower & spread[:, None], share[:, None], out)
+        return out
+
+
+def _below(ranked: np.ndarray, r: int) -> np.ndarray:
+    """Mask of each row's classes ranked below the r-th."""
+    mask = np.zeros(ranked.shape, dtype=bool)
+    np.put_along_axis(mask, ranked[:, r:], True, axis=1)
+    return mask
