@@ -88,3 +88,16 @@ def test_top2_spline_calibrates_the_second_score_and_keeps_the_ranking(rng):
     before = metrics.ks_error(top1.predict_proba(zt), yt, mode="top", r=2)
     after = metrics.ks_error(out, yt, mode="top", r=2)
     assert after < 0.01 < before
+
+
+def test_within_top2_spline_calibrates_the_top2_total(rng):
+    from calbench.simplex import softmax
+    from tests.conftest import overconfident_logits
+
+    z, y = overconfident_logits(rng, 6000, 10)
+    cal = make_calibrator("spline", within_top=2).fit(z, y)
+    out = cal.predict_proba(z)
+    np.testing.assert_allclose(out.sum(axis=1), 1, atol=1e-12)
+    assert (out.argmax(axis=1) == z.argmax(axis=1)).all()
+    before = metrics.ks_error(softmax(z), y, mode="within_top", r=2)
+    assert metrics.ks_error(out, y, mode="within_top", r=2) < 0.3 * before

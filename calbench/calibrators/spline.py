@@ -65,13 +65,18 @@ class SplineCalibrator(Calibrator):
         Recalibrate the top-``ranks`` scores, each by its own spline of the r-th largest
         score against "the label is the r-th class" (Gupta sec. 4.2's top-r calibration).
         Lower ranks are then capped so the classes keep their order and the row its mass.
+    within_top : int or None
+        Also fit a spline of the summed top-w scores against "the label is among the top w"
+        (Gupta's within-top-w calibration, their Table 4) and give the top-w classes that
+        total; the top class keeps its value, the others share in proportion.
     """
 
     input_kind = "probabilities"
 
-    def __init__(self, n_knots=6, ranks=1):
+    def __init__(self, n_knots=6, ranks=1, within_top=None):
         self.n_knots = n_knots
         self.ranks = ranks
+        self.within_top = within_top
 
     def _fit(self, logits, y):
         n_knots = check_int(self.n_knots, "n_knots", "spline", minimum=2)
@@ -91,22 +96,62 @@ class SplineCalibrator(Calibrator):
         n = len(y)
         fractiles = np.arange(1, n + 1) / n
         design = np.column_stack([b(fractiles) for b in design_basis])
-        for r in range(ranks):
-            scores = probs[np.arange(n), ranked[:, r]]
-            hits = (ranked[:, r] == y).astype(np.float64)
+
+        def fit_one(scores, hits):
             order = np.argsort(scores, kind="stable")
-            cumulative = np.cumsum(hits[order]) / n
-            values, *_ = np.linalg.lstsq(design, cumulative, rcond=None)
+            values, *_ = np.linalg.lstsq(design, np.cumsum(hits[order]) / n, rcond=None)
+            return values, scores[order]
+
+        for r in range(ranks):
+            values, sorted_scores = fit_one(
+                probs[np.arange(n), ranked[:, r]], (ranked[:, r] == y).astype(np.float64)
+            )
             self.knot_values_.append(values)
-            self.sorted_scores_.append(scores[order])
+            self.sorted_scores_.append(sorted_scores)
+        self.within_ = None
+        if self.within_top is not None:
+            w = check_int(self.within_top, "within_top", "spline", minimum=2)
+            if w > probs.shape[1]:
+                raise CalbenchError(f"spline: within_top={w} exceeds the {probs.shape[1]} classes.")
+            top_w = np.argsort(-probs, axis=1, kind="stable")[:, :w]
+            summed = np.take_along_axis(probs, top_w, axis=1).sum(axis=1)
+            self.within_ = fit_one(summed, (top_w == y[:, None]).any(axis=1).astype(np.float64))
+
+    def _derivative(self, knot_values, sorted_scores, scores):
+        n = len(sorted_scores)
+        fractile = np.interp(scores, sorted_scores, np.arange(1, n + 1) / n)
+        spline = CubicSpline(self.knots_, knot_values, bc_type="natural")
+        return np.clip(spline.derivative()(fractile), 0.0, 1.0)
 
     def recalibrate(self, scores: np.ndarray, rank: int = 1) -> np.ndarray:
         """Calibrated r-th largest probabilities for raw r-th scores (rank 1: confidence)."""
-        sorted_scores = self.sorted_scores_[rank - 1]
-        n = len(sorted_scores)
-        fractile = np.interp(scores, sorted_scores, np.arange(1, n + 1) / n)
-        spline = CubicSpline(self.knots_, self.knot_values_[rank - 1], bc_type="natural")
-        return np.clip(spline.derivative()(fractile), 0.0, 1.0)
+        return self._derivative(self.knot_values_[rank - 1], self.sorted_scores_[rank - 1], scores)
+
+    def _within(self, probs, out):
+        """Give the top-w classes their calibrated total, within the bounds that keep the
+        top class first: the others of the top w and the rest scale in proportion."""
+        w = int(self.within_top)
+        ranked = np.argsort(-probs, axis=1, kind="stable")
+        members, rest = ranked[:, 1:w], ranked[:, w:]
+        top = out.max(axis=1)
+        mem = np.take_along_axis(out, members, axis=1)
+        oth = np.take_along_axis(out, rest, axis=1)
+        tiny = np.finfo(float).tiny
+        target = self._derivative(*self.within_, np.take_along_axis(probs, ranked[:, :w], 1).sum(1))
+        # 1e-9 inside the bounds: no other class may tie the top one (argmax takes the first).
+        shrink = 1.0 - 1e-9
+        high = np.minimum(1.0, top + shrink * top * mem.sum(1) / np.maximum(mem.max(1), tiny))
+        low = top
+        if rest.shape[1]:
+            low = np.maximum(top, 1.0 - shrink * top * oth.sum(1) / np.maximum(oth.max(1), tiny))
+        current = top + mem.sum(axis=1)
+        total = np.where(low <= high, np.clip(target, low, high), current)
+        scale_mem = np.divide(total - top, mem.sum(1), out=np.ones_like(top), where=mem.sum(1) > 0)
+        np.put_along_axis(out, members, mem * scale_mem[:, None], axis=1)
+        if rest.shape[1]:
+            scale = np.divide(1.0 - total, oth.sum(1), out=np.ones_like(top), where=oth.sum(1) > 0)
+            np.put_along_axis(out, rest, oth * scale[:, None], axis=1)
+        return out
 
     def _predict_proba(self, logits):
         probs = softmax(logits)
@@ -134,7 +179,7 @@ class SplineCalibrator(Calibrator):
                 n_lower = lower.sum(axis=1)
                 share = np.where(n_lower > 0, (free - value) / np.maximum(n_lower, 1), 0.0)
                 out = np.where(lower & spread[:, None], share[:, None], out)
-        return out
+        return self._within(probs, out) if self.within_ is not None else out
 
 
 def _below(ranked: np.ndarray, r: int) -> np.ndarray:
