@@ -207,3 +207,20 @@ def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
     assert "|  | DirL2 | TempS | Uncal |" in md and "Friedman test over 4 tasks" in md
     assert "| avg rank |" in md and "| lda |" in md and "| nbayes |" in md
     assert "method beta" in md  # methods not run are listed, never filled in
+
+
+def test_submitit_launcher_sweep_writes_each_cell_once(tmp_path):
+    # The SLURM launcher's local executor: same job code and store as on a cluster.
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    out = calbench(
+        "run",
+        "-m",
+        "hydra/launcher=submitit_local",
+        "method=ts,vs",
+        SMALL,
+        f"results_dir={tmp_path}",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = stored(tmp_path)
+    assert set(rows["method"]) == {"ts", "vs"}
+    assert rows.groupby(["method", "metric"]).size().eq(1).all()
