@@ -80,3 +80,55 @@ def test_importance_weighted_risk_equals_the_risk_after_resampling(rng):
     keep = rng.random(n) < (new / old / (new / old).max())[y]  # rejection resampling
     resampled = empirical_risk(p[keep], y[keep], loss)
     assert weighted == pytest.approx(resampled, rel=0.02)
+
+
+def test_long_tailed_priors_of_ho_4_5():
+    from calbench.decision.shift import long_tail_prior, power_law_prior
+
+    assert power_law_prior(20, 1.0)[0] == pytest.approx(1 / sum(1 / r for r in range(1, 21)))
+    assert power_law_prior(20, 1.0)[0] == pytest.approx(0.28, abs=0.005)  # "28%"
+    assert power_law_prior(20, 1.5)[0] == pytest.approx(0.46, abs=0.005)  # "46%"
+    prior = long_tail_prior([0.9, 0.2, 0.6], 1.0)
+    np.testing.assert_allclose(prior, np.array([1 / 3, 1, 1 / 2]) / (11 / 6))
+
+
+def test_bayes_correction_and_the_checks_of_priors():
+    from calbench.decision.shift import adapt_posteriors, check_prior, mixed_prior
+
+    p = np.array([[0.5, 0.3, 0.2]])
+    train, test = np.array([0.5, 0.25, 0.25]), np.array([0.2, 0.2, 0.6])
+    expected = p * test / train
+    np.testing.assert_allclose(adapt_posteriors(p, train, test), expected / expected.sum())
+    np.testing.assert_allclose(mixed_prior(train, test, 0.25), 0.75 * train + 0.25 * test)
+    with pytest.raises(CalbenchError, match="sums to"):
+        check_prior([0.5, 0.6, 0.1], 3, "here")
+    with pytest.raises(CalbenchError, match="prior 0 where"):
+        check_prior([0.5, 0.5, 0.0], 3, "here", positive=True)
+    with pytest.raises(CalbenchError, match="eps must lie"):
+        mixed_prior(train, test, 1.5)
+
+
+def test_shifted_cell_risk_equals_the_risk_on_a_test_set_resampled_to_the_new_prior():
+    from calbench.calibrators import make_calibrator
+    from calbench.decision.shift import adapt_posteriors, long_tail_prior
+    from calbench.runner.cell import load_configured_dataset, run_cell
+    from tests.test_runner import config
+
+    base = ["method=ts", "dataset.n_test=100000"]
+    plain = run_cell(config(*base)).set_index("metric")["value"]
+    none = run_cell(config(*base, "shift=lt_stronger", "shift.eps=0")).set_index("metric")["value"]
+    assert none["empirical_risk"] == pytest.approx(plain["empirical_risk"], abs=1e-12)
+    shifted = run_cell(config(*base, "shift=lt_stronger")).set_index("metric")["value"]
+    # Reference: the same TS map, Bayes-corrected, scored on a resampled test set.
+    data = load_configured_dataset(config(*base))
+    ts = make_calibrator("ts").fit(data.logits_cal, data.y_cal)
+    train = np.bincount(data.y_cal, minlength=3) / len(data.y_cal)
+    accuracy = [(data.logits_cal.argmax(1) == data.y_cal)[data.y_cal == c].mean() for c in range(3)]
+    test = long_tail_prior(accuracy, 1.5)
+    probs = adapt_posteriors(ts.predict_proba(data.logits_test), train, test)
+    rng = np.random.default_rng(0)
+    ratio = test / train
+    keep = rng.random(len(data.y_test)) < (ratio / ratio.max())[data.y_test]
+    resampled = empirical_risk(probs[keep], data.y_test[keep], zero_one(3))
+    assert shifted["empirical_risk"] == pytest.approx(resampled, rel=0.03)
+    assert shifted["empirical_risk"] != pytest.approx(plain["empirical_risk"], rel=0.03)

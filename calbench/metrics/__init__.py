@@ -79,7 +79,16 @@ def metric_spec(function_name: str) -> MetricSpec:
         ) from None
 
 
-def evaluate(metrics: dict, probs, *, y, true_probs=None, reference_probs=None, loss_matrix=None):
+def evaluate(
+    metrics: dict,
+    probs,
+    *,
+    y,
+    true_probs=None,
+    reference_probs=None,
+    loss_matrix=None,
+    shift_weights=None,
+):
     """Compute each configured metric; ``metrics`` maps an output name to its options.
 
     An option ``fn`` names the registered function when the output name differs from it
@@ -100,7 +109,8 @@ def evaluate(metrics: dict, probs, *, y, true_probs=None, reference_probs=None, 
         elif spec.needs == "reference":
             values[out_name] = f(probs, reference_probs, **options)
         elif spec.needs == "loss":
-            values[out_name] = f(probs, y, loss_matrix=loss_matrix, **options)
+            extra = {} if shift_weights is None else {"shift_weights": shift_weights}
+            values[out_name] = f(probs, y, loss_matrix=loss_matrix, **options, **extra)
         else:
             values[out_name] = f(probs, y, **options)
     return values

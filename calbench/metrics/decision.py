@@ -61,26 +61,34 @@ def _checked_loss(p, loss_matrix, owner):
     return check_loss_matrix(loss_matrix, p.shape[1], owner)
 
 
-def empirical_risk(probs, y, *, loss_matrix, reduction="mean") -> float:
-    """Loss of the Bayes decisions under ``loss_matrix``, summed or averaged over samples."""
+def empirical_risk(probs, y, *, loss_matrix, reduction="mean", shift_weights=None) -> float:
+    """Loss of the Bayes decisions under ``loss_matrix``, summed or averaged over samples.
+
+    ``shift_weights`` (a prior shift: ``{"labels": p_test(y) / p_train(y) per class}``)
+    weights each sample by its label's ratio, Ho eq. 3.37."""
     p, y = probs_and_labels(probs, y, "empirical_risk")
     matrix = _checked_loss(p, loss_matrix, "empirical_risk")
-    return risk.empirical_risk(p, y, matrix, reduction=reduction)
+    weights = None if shift_weights is None else np.asarray(shift_weights["labels"])[y]
+    return risk.empirical_risk(p, y, matrix, reduction=reduction, weights=weights)
 
 
-def model_risk(probs, y, *, loss_matrix, reduction="mean") -> float:
+def model_risk(probs, y, *, loss_matrix, reduction="mean", shift_weights=None) -> float:
     """The loss the model expects of its own Bayes decisions, ``min_d (p L)_d``, averaged
-    (or summed); ``y`` is only checked."""
+    (or summed); ``y`` is only checked. Under a prior shift each input is weighted by
+    p_test(x) / p_train(x) = sum_y p_train(y | x) p_test(y) / p_train(y) (Ho eq. 3.38)."""
     p, _ = probs_and_labels(probs, y, "model_risk")
-    return risk.model_risk(p, _checked_loss(p, loss_matrix, "model_risk"), reduction=reduction)
+    weights = None if shift_weights is None else shift_weights["inputs"]
+    matrix = _checked_loss(p, loss_matrix, "model_risk")
+    return risk.model_risk(p, matrix, reduction=reduction, weights=weights)
 
 
-def risk_gap(probs, y, *, loss_matrix) -> float:
+def risk_gap(probs, y, *, loss_matrix, shift_weights=None) -> float:
     """``|model risk - empirical risk|`` per sample: how far the model misjudges its own
     decisions' cost (Ho Figs. 4.i-4.k)."""
-    p, y = probs_and_labels(probs, y, "risk_gap")
-    matrix = _checked_loss(p, loss_matrix, "risk_gap")
-    return abs(risk.model_risk(p, matrix) - risk.empirical_risk(p, y, matrix))
+    return abs(
+        model_risk(probs, y, loss_matrix=loss_matrix, shift_weights=shift_weights)
+        - empirical_risk(probs, y, loss_matrix=loss_matrix, shift_weights=shift_weights)
+    )
 
 
 def argmax_changed(probs, reference_probs) -> float:

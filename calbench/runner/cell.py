@@ -13,6 +13,7 @@ import calbench
 from calbench.calibrators import make_calibrator
 from calbench.data import Dataset, load_dataset
 from calbench.decision import make_loss
+from calbench.decision.shift import adapt_posteriors, check_prior, long_tail_prior, mixed_prior
 from calbench.errors import CalbenchError
 from calbench.metrics import evaluate
 from calbench.runner.protocols import make_folds
@@ -134,10 +135,34 @@ def _fit_members(cfg, calibrator, grid, fold):
     return np.mean(probs, axis=0), np.mean(uncalibrated, axis=0), chosen, seconds
 
 
+def _shifted(shift: dict, fold, probs, uncalibrated):
+    """A prior shift (Ho 3.5, 4.5): the calibration labels give p_train, the configured
+    long tail on the classes the model gets most wrong (there) p_test; the predictions are
+    Bayes-corrected (eq. 3.36) and the risks importance-weighted (eqs. 3.37-3.38)."""
+    if shift.get("kind") != "long_tail":
+        raise CalbenchError(
+            f"shift {shift['name']!r}: unknown kind {shift.get('kind')!r}; known: long_tail "
+            "(conf/shift/lt_k1.yaml)."
+        )
+    y_fit = np.concatenate([m.y_fit for m in fold.members])
+    predicted = np.concatenate([m.logits_fit.argmax(axis=1) for m in fold.members])
+    k = probs.shape[1]
+    counts = np.bincount(y_fit, minlength=k)
+    train = check_prior(counts / counts.sum(), k, f"shift {shift['name']}", positive=True)
+    accuracy = np.bincount(y_fit, weights=predicted == y_fit, minlength=k) / counts
+    test = mixed_prior(train, long_tail_prior(accuracy, shift["k"]), shift["eps"])
+    ratio = test / train
+    weights = {"labels": ratio, "inputs": probs @ ratio}
+    return (
+        adapt_posteriors(probs, train, test),
+        adapt_posteriors(uncalibrated, train, test),
+        weights,
+    )
+
+
 def run_cell(cfg: DictConfig) -> pd.DataFrame:
     """Fit and evaluate the configured method on every fold of the protocol."""
-    if cfg.shift.name != "none":
-        raise CalbenchError(f"shift={cfg.shift.name} is not available yet; use shift=none.")
+    shift = OmegaConf.to_container(cfg.shift, resolve=True)
     dataset = load_configured_dataset(cfg)
     calibrator, grid, criterion = build_calibrator(cfg, dataset)
     loss_matrix = _loss(OmegaConf.to_container(cfg.loss, resolve=True), dataset.n_classes)
@@ -148,6 +173,9 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
     for fold in make_folds(dataset, protocol, seed=cfg.seed):
         probs, uncalibrated, chosen, fit_seconds = _fit_members(cfg, calibrator, grid, fold)
         _check_simplex(cfg, dataset, fold, probs)
+        shift_weights = None
+        if shift["name"] != "none":
+            probs, uncalibrated, shift_weights = _shifted(shift, fold, probs, uncalibrated)
         true_probs = dataset.true_map(uncalibrated) if dataset.true_map is not None else None
         values = evaluate(
             metrics_config,
@@ -156,6 +184,7 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
             true_probs=true_probs,
             reference_probs=uncalibrated,
             loss_matrix=loss_matrix,
+            shift_weights=shift_weights,
         )
         # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
         values["fit_accuracy"] = float(

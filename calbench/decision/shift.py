@@ -1,0 +1,61 @@
+"""Prior shift (Ho 2.7.2, 3.5, 4.5): long-tailed test priors, Bayes correction of the
+posteriors and importance weights, so no resampling of the test set is needed.
+
+Under a prior shift p_test(x | y) = p_train(x | y), hence (eq. 3.36)
+p_test(y | x) is proportional to p_train(y | x) p_test(y) / p_train(y), and an expectation
+under the test distribution is the training expectation weighted by p_test(y) / p_train(y)
+(eq. 3.37).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.errors import CalbenchError
+
+
+def check_prior(prior, n_classes: int, where: str, positive: bool = False) -> np.ndarray:
+    arr = np.asarray(prior, dtype=np.float64)
+    if arr.shape != (n_classes,) or not np.isfinite(arr).all() or (arr < 0).any():
+        raise CalbenchError(f"{where}: a prior must be {n_classes} non-negative numbers.")
+    if abs(arr.sum() - 1) > 1e-6:
+        raise CalbenchError(f"{where}: the prior sums to {arr.sum():.6g}, not 1.")
+    if positive and (arr <= 0).any():
+        raise CalbenchError(
+            f"{where}: class {int(np.argmin(arr))} has prior 0 where the test prior is divided "
+            "by it; every class needs calibration samples."
+        )
+    return arr
+
+
+def power_law_prior(n_classes: int, k: float) -> np.ndarray:
+    """p(r) proportional to r^-k over ranks r = 1..n (Ho 4.5: LTk1 k = 1, LTstronger k = 1.5)."""
+    weights = np.arange(1, n_classes + 1, dtype=np.float64) ** -float(k)
+    return weights / weights.sum()
+
+
+def long_tail_prior(class_accuracy, k: float) -> np.ndarray:
+    """The power law with its most common rank on the class the model gets most wrong."""
+    accuracy = np.asarray(class_accuracy, dtype=np.float64)
+    prior = np.empty(len(accuracy))
+    prior[np.argsort(accuracy, kind="stable")] = power_law_prior(len(accuracy), k)
+    return prior
+
+
+def mixed_prior(train_prior, target_prior, eps: float) -> np.ndarray:
+    """(1 - eps) p_train + eps p' (eq. 3.39)."""
+    if not 0 <= eps <= 1:
+        raise CalbenchError(f"prior shift: eps must lie in [0, 1]; got {eps}.")
+    return (1 - eps) * np.asarray(train_prior) + eps * np.asarray(target_prior)
+
+
+def adapt_posteriors(probs, train_prior, test_prior) -> np.ndarray:
+    """Eq. 3.36: reweight each class by p_test(y) / p_train(y) and renormalise."""
+    ratio = np.asarray(test_prior) / np.asarray(train_prior)
+    adapted = np.asarray(probs) * ratio
+    return adapted / adapted.sum(axis=1, keepdims=True)
+
+
+def importance_weights(y, train_prior, test_prior) -> np.ndarray:
+    """Eq. 3.37's weights p_test(y_i) / p_train(y_i)."""
+    return (np.asarray(test_prior) / np.asarray(train_prior))[np.asarray(y)]
