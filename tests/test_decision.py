@@ -132,3 +132,28 @@ def test_shifted_cell_risk_equals_the_risk_on_a_test_set_resampled_to_the_new_pr
     resampled = empirical_risk(probs[keep], data.y_test[keep], zero_one(3))
     assert shifted["empirical_risk"] == pytest.approx(resampled, rel=0.03)
     assert shifted["empirical_risk"] != pytest.approx(plain["empirical_risk"], rel=0.03)
+
+
+def test_c100_superclass_sums_fine_probabilities_into_the_20_superclasses(tmp_path, rng):
+    import pickle
+
+    import yaml
+
+    from calbench.data import load_dataset
+    from calbench.simplex import softmax
+
+    spec = yaml.safe_load(open("calbench/conf/dataset/c100_superclass.yaml", encoding="utf-8"))
+    mapping = np.array(spec["fine_to_coarse"])
+    assert (np.bincount(mapping) == 5).all()  # 20 superclasses of 5 fine classes each
+    assert mapping[8] == 18 and mapping[13] == 18 and mapping[41] == 19  # bicycle, bus, mower
+    z_cal, z_test = rng.normal(size=(300, 100)), rng.normal(size=(200, 100))
+    y_cal, y_test = rng.integers(0, 100, 300), rng.integers(0, 100, 200)
+    path = tmp_path / "fine.p"
+    path.write_bytes(pickle.dumps(((z_cal, y_cal), (z_test, y_test))))
+    data = load_dataset(
+        "superclass_pickle", path=path, fine_to_coarse=spec["fine_to_coarse"], trusted=True
+    )
+    assert data.n_classes == 20
+    np.testing.assert_array_equal(data.y_test, mapping[y_test])
+    expected = np.stack([softmax(z_test)[:, mapping == c].sum(1) for c in range(20)], axis=1)
+    np.testing.assert_allclose(data.probs_test, expected, atol=1e-12)

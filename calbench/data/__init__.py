@@ -7,6 +7,7 @@ import inspect
 from calbench.data.dataset import Dataset
 from calbench.data.loaders import load_kull_pickle, load_npz
 from calbench.data.offline_neural import make_offline_neural
+from calbench.data.superclass import load_superclass_pickle
 from calbench.data.synthetic import SyntheticTrueMap, make_synthetic_dirichlet
 from calbench.data.tabular import FeatureSet, load_tabular
 from calbench.errors import CalbenchError
@@ -17,6 +18,7 @@ LOADERS = {
     "kull_pickle": load_kull_pickle,
     "offline_neural": make_offline_neural,
     "tabular": load_tabular,
+    "superclass_pickle": load_superclass_pickle,
 }
 
 
