@@ -97,3 +97,13 @@ def test_a_cell_fits_ts_on_the_integral_loss_and_beats_nll_on_it(tmp_path):
     plain = make_calibrator("ts").fit(z, y)
     crit = get_criterion(spec)
     assert crit(z / fitted.temperature_, y)[0] <= crit(z / plain.temperature_, y)[0] + 1e-9
+
+
+def test_ece_criterion_equals_the_ece_metric_and_has_gradients(rng):
+    from calbench.metrics import confidence_ece
+
+    logits = 2 * rng.normal(size=(400, 4))
+    y = rng.integers(0, 4, 400)
+    value, grad = get_criterion({"name": "ece", "n_bins": 15})(logits, y)
+    assert value == pytest.approx(confidence_ece(softmax(logits), y, n_bins=15), abs=1e-12)
+    assert np.abs(grad).sum() > 0

@@ -239,25 +239,79 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
         else:
             metrics = {spec["metric"]}
             metrics |= {i["metric"] for i in (spec.get("info_columns") or {}).values()}
-        datasets = (
-            [spec["dataset"]] if spec["layout"] == "metrics_by_method" else list(spec["rows"])
-        )
+        layout = spec["layout"]
+        if layout == "metrics_by_method":
+            datasets, cells = [spec["dataset"]], [(m, "nll") for m in spec["columns"]]
+        elif layout == "mean_std":  # rows are method/criterion, columns data sets
+            datasets, cells = list(spec["columns"]), [tuple(k.split("/")) for k in spec["rows"]]
+        elif layout == "ranks_by_group":
+            datasets, cells = ["d1", "d2"], [(m, "nll") for m in spec["columns"]]
+        else:
+            datasets, cells = list(spec["rows"]), [(m, "nll") for m in spec["columns"]]
+        classifiers = list(spec["rows"]) if layout == "ranks_by_group" else ["none"]
         records = [
             {
                 "experiment": spec["experiment"],
                 "dataset": d,
                 "classifier": c,
                 "method": m,
+                "criterion": crit,
                 "metric": metric,
-                "fold": 0,
+                "fold": fold,
                 "value": rng.random(),
                 "fit_seconds": rng.random(),
             }
-            for d in (["d1", "d2"] if spec["layout"] == "ranks_by_group" else datasets)
-            for c in (list(spec["rows"]) if spec["layout"] == "ranks_by_group" else ["none"])
-            for m in spec["columns"]
+            for d in datasets
+            for c in classifiers
+            for m, crit in cells
             for metric in metrics
+            for fold in range(2)
         ]
         table = build_table(spec, pd.DataFrame(records), direction)
-        assert not [m for m in table.missing if m.startswith("method")], name
+        assert not [m for m in table.missing if m.startswith(("method", "dataset"))], name
         assert to_markdown(table) and to_latex(table) and to_csv(table), name
+
+
+def test_mean_std_layout_counts_each_fold_once():
+    records = []
+    for fold, (a, b) in enumerate([(10.0, 7.0), (12.0, 9.0), (14.0, 8.0)]):
+        for criterion in ("nll", "ece"):  # uncal stored once per swept criterion: same rows
+            records.append(
+                {
+                    "dataset": "d",
+                    "method": "uncal",
+                    "criterion": "none",
+                    "metric": "empirical_risk_sum",
+                    "fold": fold,
+                    "value": a,
+                }
+            )
+            records.append(
+                {
+                    "dataset": "d",
+                    "method": "ts",
+                    "criterion": criterion,
+                    "metric": "empirical_risk_sum",
+                    "fold": fold,
+                    "value": b,
+                }
+            )
+    spec = {
+        "name": "t",
+        "experiment": "e",
+        "layout": "mean_std",
+        "metric": "empirical_risk_sum",
+        "decimals": 1,
+        "columns": {"d": "D"},
+        "rows": {
+            "uncal/none": ["No calibration", "-"],
+            "ts/nll": ["TS", "NLL"],
+            "ts/direct": ["TS", "Direct Loss"],
+        },
+    }
+    table = build_table(spec, pd.DataFrame(records), lambda m: False)
+    np.testing.assert_allclose(table.values[:, 0], [12.0, 8.0])
+    np.testing.assert_allclose(table.stds[:, 0], [2.0, 1.0])
+    md = to_markdown(table)
+    assert "| No calibration | - | 12.0 ± 2.0 |" in md and "| **8.0 ± 1.0** |" in md
+    assert "method/criterion ts/direct" in table.missing

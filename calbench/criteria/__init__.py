@@ -68,6 +68,7 @@ def from_torch(loss_fn):
 CRITERIA = {"nll": nll, "mse": mse}
 #: Criteria with options (loss matrices, lambda, beta), built per fit: name -> torch loss.
 PARAMETRISED = {
+    "ece": decision.ece_loss,
     "direct": decision.direct_loss,
     "integral": decision.integral_loss,
     "integral_01_reject": decision.integral_loss_01_reject,
@@ -93,8 +94,8 @@ def get_criterion(spec):
     if spec in CRITERIA:
         return CRITERIA[spec]
     if spec in PARAMETRISED:
-        if spec == "integral_01_reject":
-            return from_torch(decision.integral_loss_01_reject)
+        if spec in ("integral_01_reject", "ece"):
+            return from_torch(PARAMETRISED[spec])
         raise CalbenchError(
             f"criterion {spec!r} needs its options (a loss matrix); see conf/criterion."
         )

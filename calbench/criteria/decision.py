@@ -39,6 +39,17 @@ def direct_loss(logits, y, loss_matrix, reg_lambda=-1.0, beta=None):
     return -(_soft_min(expected, beta) - _soft_min(nudged, beta)).mean() / reg_lambda
 
 
+def ece_loss(logits, y, n_bins=15):
+    """Confidence-ECE (equal-width bins) as Ho trains on it: the bin of each sample is fixed
+    at the current map (piecewise constant), the gaps between mean confidence and accuracy
+    are differentiable in the confidences."""
+    confidence, predicted = torch.softmax(logits, dim=1).max(dim=1)
+    correct = (predicted == y).to(logits.dtype)
+    bins = torch.clamp((confidence.detach() * n_bins).long(), max=n_bins - 1)
+    gaps = torch.zeros(n_bins, dtype=logits.dtype).index_add(0, bins, confidence - correct)
+    return gaps.abs().sum() / len(y)
+
+
 def integral_loss_01_reject(logits, y):
     """Ho eq. 3.18 (mean over samples)."""
     probs = torch.softmax(logits, dim=1)

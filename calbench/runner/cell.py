@@ -67,7 +67,7 @@ def criterion_spec(cfg: DictConfig, n_classes: int):
     if name == "integral":
         at_0, at_1 = (_loss(options[k], n_classes) for k in ("eps0", "eps1"))
         return {"name": name, "l0": at_0.tolist(), "l1": (at_1 - at_0).tolist()}
-    return name
+    return {"name": name, **options} if options else name
 
 
 def build_calibrator(cfg: DictConfig, dataset: Dataset):

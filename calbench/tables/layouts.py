@@ -4,6 +4,8 @@
   columns, an average-rank row.
 - ``datasets_by_method`` (Valk Tables 5-10): one metric; data sets as rows in groups
   (C-10, C-100), methods as columns, an average-rank row per group.
+- ``mean_std`` (Ho Figs. 4.g-4.h): rows are (method, criterion) pairs, columns data sets,
+  cells "mean ± std" over the folds; the best mean per column bold.
 - ``ranks_by_group`` (Kull Tables 1-2): one metric; methods ranked on every task (data set x
   classifier; ties share the mean rank, as the Friedman test assumes); rows are the average
   ranks per classifier, then over all tasks, with the Friedman p-value in the title.
@@ -39,6 +41,7 @@ class RankedTable:
     show_ranks: bool = True  # False where the values are themselves ranks
     underline_second: bool = False  # Hoki's and Gupta's tables underline the runner-up
     column_decimals: list[int] | None = None  # per column, where they differ
+    stds: np.ndarray | None = None  # shown as "mean ± std" where given (Ho's tables)
 
 
 def _mean_over_folds(rows: pd.DataFrame, index: str) -> pd.DataFrame:
@@ -205,7 +208,45 @@ def ranks_by_group(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     )
 
 
+def mean_std(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    rows = rows[rows["metric"] == spec["metric"]]
+    # A calibrator without a criterion (uncal) swept with several criteria stores equal
+    # cells; each fold counts once.
+    rows = rows.drop_duplicates(["dataset", "method", "criterion", "fold"])
+    key = rows["method"] + "/" + rows["criterion"]
+    grouped = rows.assign(key=key).groupby(["key", "dataset"])["value"]
+    means, stds = grouped.mean().unstack("dataset"), grouped.std(ddof=1).unstack("dataset")
+    columns = {d: label for d, label in spec["columns"].items() if d in means.columns}
+    missing = [f"dataset {d}" for d in spec["columns"] if d not in columns]
+    if not columns:
+        raise CalbenchError(
+            f"table {spec['name']}: none of the data sets {list(spec['columns'])} has results; "
+            f"run `calbench run experiment={spec['experiment']}` first."
+        )
+    present = [k for k in spec["rows"] if k in means.index]
+    missing += [f"method/criterion {k}" for k in spec["rows"] if k not in means.index]
+    scale = float(spec.get("scale", 1.0))
+    values = means.reindex(index=present, columns=list(columns)).to_numpy(float) * scale
+    spread = stds.reindex(index=present, columns=list(columns)).to_numpy(float) * scale
+    higher = direction(spec["metric"])
+    ranks = np.column_stack([rank_row(v, higher, spec["decimals"]) for v in values.T])
+    return RankedTable(
+        name=spec["name"],
+        title=spec.get("title", spec["name"]),
+        columns=list(columns.values()),
+        row_labels=[tuple(spec["rows"][k]) for k in present],
+        values=values,
+        ranks=ranks,
+        average_rows=[],
+        decimals=spec["decimals"],
+        missing=missing,
+        show_ranks=False,
+        stds=spread,
+    )
+
+
 LAYOUTS = {
+    "mean_std": mean_std,
     "metrics_by_method": metrics_by_method,
     "datasets_by_method": datasets_by_method,
     "ranks_by_group": ranks_by_group,

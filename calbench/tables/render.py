@@ -23,7 +23,10 @@ def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None):
             if math.isnan(value):
                 cells.append("")
                 continue
-            text = value_fmt(f"{value:.{decimals[j]}f}")
+            text = f"{value:.{decimals[j]}f}"
+            if table.stds is not None and not math.isnan(table.stds[i, j]):
+                text += f" ± {table.stds[i, j]:.{decimals[j]}f}"
+            text = value_fmt(text)
             if rank == 1:
                 text = best_fmt(text)
             elif rank == 2 and table.underline_second and second_fmt is not None:
@@ -125,6 +128,7 @@ def to_csv(table: RankedTable) -> str:
                     "row": label,
                     "column": column,
                     "value": table.values[i, j],
+                    "std": table.stds[i, j] if table.stds is not None else float("nan"),
                     "rank": table.ranks[i, j],
                 }
             )
