@@ -107,3 +107,29 @@ def test_ece_criterion_equals_the_ece_metric_and_has_gradients(rng):
     value, grad = get_criterion({"name": "ece", "n_bins": 15})(logits, y)
     assert value == pytest.approx(confidence_ece(softmax(logits), y, n_bins=15), abs=1e-12)
     assert np.abs(grad).sum() > 0
+
+
+def test_direct_loss_grid_is_searched_by_the_empirical_risk_and_stored_compactly():
+    import json
+
+    from calbench.metrics import log_loss
+    from calbench.runner.cell import build_calibrator, load_configured_dataset, run_cell
+    from calbench.runner.selection import select_and_fit
+    from tests.test_runner import config
+
+    cfg = config("method=ts", "criterion=direct", "loss=zero_one_reject", "dataset.n_test=1000")
+    data = load_configured_dataset(cfg)
+    calibrator, grid, _ = build_calibrator(cfg, data)
+    assert len(grid["criterion"]) == 6  # 3 lambdas x 2 betas, each a full criterion spec
+    assert all("loss_matrix" in point for point in grid["criterion"])
+    rows = run_cell(cfg)
+    chosen = json.loads(rows["params"].iat[0])["criterion"]
+    assert set(chosen) == {"name", "reg_lambda", "beta"}  # no loss matrix in the store
+    # The score hook: rating by minus the log-loss picks the other end of a grid.
+    z, y = data.logits_cal, data.y_cal
+    ts_grid = {"criterion": ["nll", "mse"]}
+    best, _ = select_and_fit(calibrator, ts_grid, z, y, inner_folds=3)
+    worst, _ = select_and_fit(
+        calibrator, ts_grid, z, y, inner_folds=3, score=lambda p, t: -log_loss(p, t)
+    )
+    assert best.criterion != worst.criterion

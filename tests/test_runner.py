@@ -105,3 +105,20 @@ def test_grid_with_unknown_parameter_is_rejected():
     cfg = config("dataset.n_test=2000", "method=dir_l2", "+method.grid.alpha=[1,2]")
     with pytest.raises(CalbenchError, match="unknown parameter\\(s\\) \\['alpha'\\]"):
         run_cell(cfg)
+
+
+def test_a_newer_cell_with_the_same_labels_supersedes_the_older_in_reads(tmp_path):
+    import os
+
+    store = ResultStore(tmp_path)
+    base = {c: "x" for c in COLUMNS}
+    base.update(fold=0, metric="log_loss", seed=0, fit_seconds=0.0)
+    store.write("aaaa", pd.DataFrame([dict(base, value=1.0, config_hash="aaaa")]))
+    store.write("bbbb", pd.DataFrame([dict(base, value=2.0, config_hash="bbbb")]))
+    other = dict(base, method="y", value=3.0, config_hash="cccc")
+    store.write("cccc", pd.DataFrame([other]))
+    old = tmp_path / "store" / "aaaa.csv"
+    os.utime(old, (old.stat().st_mtime - 100, old.stat().st_mtime - 100))
+    rows = store.read()
+    assert sorted(rows["value"]) == [2.0, 3.0]  # the newer of the two same-label cells
+    assert sorted(store.read(latest=False)["value"]) == [1.0, 2.0, 3.0]

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
+from sklearn.model_selection import ParameterGrid
 
 import calbench
 from calbench.calibrators import make_calibrator
@@ -15,7 +16,7 @@ from calbench.data import Dataset, load_dataset
 from calbench.decision import make_loss
 from calbench.decision.shift import adapt_posteriors, check_prior, long_tail_prior, mixed_prior
 from calbench.errors import CalbenchError
-from calbench.metrics import evaluate
+from calbench.metrics import empirical_risk, evaluate, log_loss
 from calbench.runner.protocols import make_folds
 from calbench.runner.selection import select_and_fit
 from calbench.simplex import softmax
@@ -60,6 +61,8 @@ def criterion_spec(cfg: DictConfig, n_classes: int):
     with their options and loss matrices (``direct``: the run's ``loss``; ``integral``: the
     family from the losses at eps = 0 and eps = 1 its config names)."""
     options = OmegaConf.to_container(cfg.criterion, resolve=True)
+    options.pop("grid", None)  # the criterion's own hyperparameters, see `criterion_grid`
+    options.pop("select_by", None)  # how inner CV rates them, see `selection_score`
     name = options.pop("name")
     if name == "direct":
         loss = _loss(OmegaConf.to_container(cfg.loss, resolve=True), n_classes)
@@ -68,6 +71,29 @@ def criterion_spec(cfg: DictConfig, n_classes: int):
         at_0, at_1 = (_loss(options[k], n_classes) for k in ("eps0", "eps1"))
         return {"name": name, "l0": at_0.tolist(), "l1": (at_1 - at_0).tolist()}
     return {"name": name, **options} if options else name
+
+
+def criterion_grid(cfg: DictConfig, spec, keys) -> dict:
+    """A criterion config's ``grid:`` (Ho 3.6 searches the Direct Loss's lambda and beta) as
+    grid points of the calibrator's ``criterion`` parameter: one full spec per combination."""
+    options = OmegaConf.to_container(cfg.criterion, resolve=True).get("grid") or {}
+    if not options:
+        return {}
+    if not isinstance(spec, dict):
+        spec = {"name": spec}
+    variants = [dict(spec, **point) for point in ParameterGrid(options)]
+    return {key: variants for key in keys}
+
+
+def public_params(chosen: dict) -> dict:
+    """Chosen parameters as stored: a criterion spec shrinks to its name and scalar options
+    (its loss matrices are in the cell's config)."""
+    return {
+        k: {o: v for o, v in value.items() if not isinstance(v, list)}
+        if isinstance(value, dict)
+        else value
+        for k, value in chosen.items()
+    }
 
 
 def build_calibrator(cfg: DictConfig, dataset: Dataset):
@@ -87,7 +113,9 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset):
         **{k: dataset.true_map for k in accepted if k.split("__")[-1] == "true_map"}
     )
     criterion = cfg.criterion.name if criterion_keys else "none"
-    grid = method.get("grid") or {}
+    grid = dict(method.get("grid") or {})
+    if criterion_keys:
+        grid.update(criterion_grid(cfg, spec, criterion_keys))
     unknown = sorted(set(grid) - set(accepted))
     if unknown:
         raise CalbenchError(
@@ -95,6 +123,15 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset):
             f"the calibrator takes {sorted(accepted)}."
         )
     return calibrator, grid, criterion
+
+
+def selection_score(cfg: DictConfig, n_classes: int):
+    """How inner CV rates a grid point: log-loss, or with ``criterion.select_by:
+    empirical_risk`` the mean cost of the Bayes decisions under the run's ``loss``."""
+    if cfg.criterion.get("select_by", "log_loss") != "empirical_risk":
+        return log_loss
+    matrix = _loss(OmegaConf.to_container(cfg.loss, resolve=True), n_classes)
+    return lambda probs, y: empirical_risk(probs, y, loss_matrix=matrix)
 
 
 def fit_selected(cfg: DictConfig, calibrator, grid, logits, y):
@@ -107,6 +144,7 @@ def fit_selected(cfg: DictConfig, calibrator, grid, logits, y):
         inner_folds=cfg.protocol.inner_folds,
         average_inner_models=cfg.protocol.average_inner_models,
         seed=cfg.seed,
+        score=selection_score(cfg, logits.shape[1]),
     )
 
 
@@ -129,7 +167,7 @@ def _fit_members(cfg, calibrator, grid, fold):
         seconds += time.perf_counter() - start
         probs.append(model.predict_proba(member.logits_eval))
         uncalibrated.append(softmax(member.logits_eval))
-        chosen.append(params)
+        chosen.append(public_params(params))
     if len(fold.members) == 1:
         return probs[0], uncalibrated[0], chosen[0], seconds
     return np.mean(probs, axis=0), np.mean(uncalibrated, axis=0), chosen, seconds

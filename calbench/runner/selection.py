@@ -41,8 +41,13 @@ def select_and_fit(
     inner_folds: int = 10,
     average_inner_models: bool = False,
     seed: int = 0,
+    score=log_loss,
 ) -> tuple[Calibrator, dict]:
     """Fit ``calibrator`` on (logits, y), its grid chosen by inner CV.
+
+    ``score(probs, y)`` (lower is better) rates the pooled out-of-fold predictions of each
+    grid point: the log-loss unless the criterion asks for another (Ho 3.6 picks the Direct
+    Loss's lambda by the empirical risk).
 
     Returns the fitted predictor and the chosen parameters (empty without a grid).
     """
@@ -67,9 +72,9 @@ def select_and_fit(
             model.set_params(**params).fit(logits[fit_idx], y[fit_idx])
             out_of_fold[held_idx] = model.predict_proba(logits[held_idx])
             models.append(copy.deepcopy(model) if warm else model)
-        score = log_loss(out_of_fold, y)
-        if score < best[0]:
-            best = (score, params, models)
+        value = score(out_of_fold, y)
+        if value < best[0]:
+            best = (value, params, models)
     _, params, models = best
     if average_inner_models:
         return AveragedCalibrator(members=models).fit(logits, y), params

@@ -63,12 +63,23 @@ class ResultStore:
         atomic_write_text(path, rows[COLUMNS].to_csv(index=False))
         return path
 
-    def read(self, experiment: str | None = None) -> pd.DataFrame:
-        """All stored rows (optionally of one experiment) as one table."""
+    def read(self, experiment: str | None = None, latest: bool = True) -> pd.DataFrame:
+        """All stored rows (optionally of one experiment) as one table.
+
+        With ``latest`` (the default), where several cells carry the same labels (a config
+        edited between runs: another grid, another criterion option), only the most recently
+        written one is kept, so tables never average old and new settings;
+        ``superseded_cells`` lists the others.
+        """
         files = sorted(self.root.glob("*.csv"))
         if not files:
             return pd.DataFrame(columns=COLUMNS)
-        frame = pd.concat((pd.read_csv(f, keep_default_na=False) for f in files), ignore_index=True)
+        frames = []
+        for f in files:
+            part = pd.read_csv(f, keep_default_na=False)
+            part["written"] = f.stat().st_mtime
+            frames.append(part)
+        frame = pd.concat(frames, ignore_index=True)
         frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
         if "classifier" in frame:  # cells stored before the column existed: no classifier
             frame["classifier"] = frame["classifier"].fillna("none").replace("", "none")
@@ -76,4 +87,29 @@ class ResultStore:
             frame["classifier"] = "none"
         if experiment is not None:
             frame = frame[frame["experiment"] == experiment]
+        if latest:
+            frame = frame[~frame["config_hash"].isin(superseded_cells(frame))]
         return frame
+
+
+#: The labels that name a cell in tables; two stored cells sharing them supersede each other.
+LABELS = [
+    "experiment",
+    "dataset",
+    "classifier",
+    "method",
+    "criterion",
+    "loss",
+    "shift",
+    "protocol",
+    "seed",
+]
+
+
+def superseded_cells(frame: pd.DataFrame) -> list[str]:
+    """Config hashes of cells that a more recently written cell with the same labels replaces."""
+    if frame.empty:
+        return []
+    cells = frame.drop_duplicates("config_hash")[LABELS + ["config_hash", "written"]]
+    cells = cells.sort_values("written")
+    return cells[cells.duplicated(LABELS, keep="last")]["config_hash"].tolist()

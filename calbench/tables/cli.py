@@ -11,7 +11,7 @@ import yaml
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
-from calbench.runner.store import ResultStore
+from calbench.runner.store import ResultStore, superseded_cells
 from calbench.tables.layouts import build_table
 from calbench.tables.render import RENDERERS
 
@@ -49,6 +49,13 @@ def write_tables(
 ) -> list[Path]:
     store = ResultStore(results_dir)
     rows = store.read()
+    old = superseded_cells(store.read(latest=False))
+    if old and echo:
+        print(
+            f"note: {len(old)} stored cell(s) share their labels with a newer cell (a config "
+            f"changed between runs) and are left out of the tables: "
+            f"{', '.join(sorted(old)[:5])}{' ...' if len(old) > 5 else ''} in {store.root}."
+        )
     specs = [
         s for s in table_specs().values() if experiment is None or s["experiment"] == experiment
     ]
