@@ -110,15 +110,22 @@ def test_grid_with_unknown_parameter_is_rejected():
 def test_a_newer_cell_with_the_same_labels_supersedes_the_older_in_reads(tmp_path):
     import os
 
+    import yaml
+
     store = ResultStore(tmp_path)
     base = {c: "x" for c in COLUMNS}
     base.update(fold=0, metric="log_loss", seed=0, fit_seconds=0.0)
-    store.write("aaaa", pd.DataFrame([dict(base, value=1.0, config_hash="aaaa")]))
-    store.write("bbbb", pd.DataFrame([dict(base, value=2.0, config_hash="bbbb")]))
-    other = dict(base, method="y", value=3.0, config_hash="cccc")
-    store.write("cccc", pd.DataFrame([other]))
+
+    def cell(hash_, value, grid, loss_cost=1, method="x"):
+        config = {"method": {"grid": grid}, "loss": {"cost": loss_cost}, "seed": 0}
+        rows = pd.DataFrame([dict(base, method=method, value=value, config_hash=hash_)])
+        store.write(hash_, rows, yaml.safe_dump(config))
+
+    cell("aaaa", 1.0, [1, 2])  # the method's grid edited between two runs: ...
+    cell("bbbb", 2.0, [1, 2, 3])  # ... the newer cell replaces the older
+    cell("cccc", 3.0, [1, 2], loss_cost=5)  # a sweep over the loss: kept beside them
+    cell("dddd", 4.0, [1, 2], method="y")
     old = tmp_path / "store" / "aaaa.csv"
     os.utime(old, (old.stat().st_mtime - 100, old.stat().st_mtime - 100))
-    rows = store.read()
-    assert sorted(rows["value"]) == [2.0, 3.0]  # the newer of the two same-label cells
-    assert sorted(store.read(latest=False)["value"]) == [1.0, 2.0, 3.0]
+    assert sorted(store.read()["value"]) == [2.0, 3.0, 4.0]
+    assert sorted(store.read(latest=False)["value"]) == [1.0, 2.0, 3.0, 4.0]

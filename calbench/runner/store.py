@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from calbench.atomic import atomic_write_text
 
@@ -66,10 +67,11 @@ class ResultStore:
     def read(self, experiment: str | None = None, latest: bool = True) -> pd.DataFrame:
         """All stored rows (optionally of one experiment) as one table.
 
-        With ``latest`` (the default), where several cells carry the same labels (a config
-        edited between runs: another grid, another criterion option), only the most recently
-        written one is kept, so tables never average old and new settings;
-        ``superseded_cells`` lists the others.
+        With ``latest`` (the default), where several cells carry the same labels and differ
+        only in their method or criterion settings (a method's grid or a criterion option
+        edited between runs), only the most recently written one is kept, so tables never
+        average old and new settings; ``superseded_cells`` lists the others. Cells that
+        differ elsewhere (a sweep over the loss, the shift's eps, the data) are all kept.
         """
         files = sorted(self.root.glob("*.csv"))
         if not files:
@@ -78,6 +80,7 @@ class ResultStore:
         for f in files:
             part = pd.read_csv(f, keep_default_na=False)
             part["written"] = f.stat().st_mtime
+            part["setting"] = _setting(f.with_suffix(".yaml"), f.stem)
             frames.append(part)
         frame = pd.concat(frames, ignore_index=True)
         frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
@@ -91,6 +94,9 @@ class ResultStore:
             frame = frame[~frame["config_hash"].isin(superseded_cells(frame))]
         return frame
 
+
+# libyaml's loader where present: the pure-Python one takes seconds over a sweep's configs.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 #: The labels that name a cell in tables; two stored cells sharing them supersede each other.
 LABELS = [
@@ -106,10 +112,20 @@ LABELS = [
 ]
 
 
+def _setting(config_file: Path, fallback: str) -> str:
+    """A hash of a stored cell's config without its method and criterion sections."""
+    if not config_file.is_file():
+        return fallback  # no config beside the rows: never superseded
+    config = yaml.load(config_file.read_text(), Loader=_YAML_LOADER) or {}
+    return config_hash({k: v for k, v in config.items() if k not in ("method", "criterion")})
+
+
 def superseded_cells(frame: pd.DataFrame) -> list[str]:
-    """Config hashes of cells that a more recently written cell with the same labels replaces."""
-    if frame.empty:
+    """Config hashes of cells that a more recently written cell with the same labels and
+    the same setting (all but method and criterion configs) replaces."""
+    if frame.empty or "setting" not in frame:
         return []
-    cells = frame.drop_duplicates("config_hash")[LABELS + ["config_hash", "written"]]
+    key = LABELS + ["setting"]
+    cells = frame.drop_duplicates("config_hash")[key + ["config_hash", "written"]]
     cells = cells.sort_values("written")
-    return cells[cells.duplicated(LABELS, keep="last")]["config_hash"].tolist()
+    return cells[cells.duplicated(key, keep="last")]["config_hash"].tolist()

@@ -48,8 +48,9 @@ def write_tables(
     results_dir, experiment=None, formats=("md", "tex", "csv"), echo=True
 ) -> list[Path]:
     store = ResultStore(results_dir)
-    rows = store.read()
-    old = superseded_cells(store.read(latest=False))
+    rows = store.read(latest=False)
+    old = superseded_cells(rows)
+    rows = rows[~rows["config_hash"].isin(old)]
     if old and echo:
         print(
             f"note: {len(old)} stored cell(s) share their labels with a newer cell (a config "
