@@ -98,23 +98,6 @@ def test_tables_without_results_says_what_to_run(tmp_path):
     assert out.returncode == 2 and "calbench run experiment=" in out.stderr
 
 
-def test_joblib_launcher_two_jobs_keeps_every_row_once(tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    out = calbench(
-        "run",
-        "-m",
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-        "method=ts,vs,bcts,dir",
-        SMALL,
-        f"results_dir={tmp_path}",
-    )
-    assert out.returncode == 0, out.stderr
-    rows = stored(tmp_path)
-    assert set(rows["method"]) == {"ts", "vs", "bcts", "dir"}
-    assert rows.groupby(["method", "metric"]).size().eq(1).all()
-
-
 def test_valk_real_names_the_missing_logits(tmp_path):
     out = calbench("run", "experiment=valk_real", f"data_dir={tmp_path}", f"results_dir={tmp_path}")
     assert out.returncode == 2
@@ -209,18 +192,25 @@ def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
     assert "method beta" in md  # methods not run are listed, never filled in
 
 
-def test_submitit_launcher_sweep_writes_each_cell_once(tmp_path):
-    # The SLURM launcher's local executor: same job code and store as on a cluster.
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+@pytest.mark.parametrize(
+    "plugin, launcher, methods",
+    [
+        # Local cores: two joblib jobs.
+        (
+            "hydra_joblib_launcher",
+            ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+            ["ts", "vs", "bcts", "dir"],
+        ),
+        # The SLURM launcher's local executor: same job code and store as on a cluster.
+        ("hydra_submitit_launcher", ["hydra/launcher=submitit_local"], ["ts", "vs"]),
+    ],
+)
+def test_launcher_sweeps_keep_every_row_once(tmp_path, plugin, launcher, methods):
+    pytest.importorskip(f"hydra_plugins.{plugin}")
     out = calbench(
-        "run",
-        "-m",
-        "hydra/launcher=submitit_local",
-        "method=ts,vs",
-        SMALL,
-        f"results_dir={tmp_path}",
+        "run", "-m", *launcher, f"method={','.join(methods)}", SMALL, f"results_dir={tmp_path}"
     )
     assert out.returncode == 0, out.stderr
     rows = stored(tmp_path)
-    assert set(rows["method"]) == {"ts", "vs"}
+    assert set(rows["method"]) == set(methods)
     assert rows.groupby(["method", "metric"]).size().eq(1).all()

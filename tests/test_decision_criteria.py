@@ -21,12 +21,16 @@ def _risk_integral(probs, y, l0, l1, n_eps=4001):
     return np.mean([empirical_risk(probs, y, l0 + e * l1) for e in eps])
 
 
+def _random_problem(seed, n=300, k=4):
+    """Logits, labels and the generator that made them (for a loss matrix to follow)."""
+    rng = np.random.default_rng(seed)
+    return 2 * rng.normal(size=(n, k)), rng.integers(0, k, n), rng
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_direct_loss_bounds_the_empirical_risk_from_above_for_negative_lambda(seed):
-    rng = np.random.default_rng(seed)
-    n, k, actions = 300, 4, 3
-    logits = 2 * rng.normal(size=(n, k))
-    y = rng.integers(0, k, n)
+    k, actions = 4, 3
+    logits, y, rng = _random_problem(seed)
     loss = rng.normal(size=(k, actions)) * rng.uniform(0.1, 10)
     risk = empirical_risk(softmax(logits), y, loss)
     for reg_lambda in (-0.01, -0.5, -3.0, -50.0):
@@ -51,10 +55,8 @@ def test_integral_loss_closed_form_equals_the_integral_over_the_reject_cost(rng)
 
 @pytest.mark.parametrize("seed", range(4))
 def test_general_integral_loss_equals_the_integral_for_random_non_negative_losses(seed):
-    rng = np.random.default_rng(seed)
-    n, k, actions = 300, 4, 3
-    logits = 2 * rng.normal(size=(n, k))
-    y = rng.integers(0, k, n)
+    k, actions = 4, 3
+    logits, y, rng = _random_problem(seed)
     l0 = rng.uniform(0, 5, (k, actions))
     l1 = rng.uniform(0, 5, (k, actions))
     expected = _risk_integral(softmax(logits), y, l0, l1)

@@ -168,8 +168,9 @@ class HokiCalibrator(Calibrator):
         best = (-1.0, None, None)
         zeros = np.zeros(len(logits), dtype=np.int64)
         for family in families:
+            unit = self._noise(family, 1.0, logits.shape[1])  # the same draws at every spread
             for spread in spreads:
-                gamma = unchanged_fraction(logits, self._noise(family, spread, logits.shape[1]))
+                gamma = unchanged_fraction(logits, spread * unit)
                 alpha, beta = _alpha_beta(correct, gamma, zeros, 1)
                 std = float(np.std((alpha[0] - beta[0]) * gamma + beta[0]))
                 if std > best[0]:
@@ -216,11 +217,7 @@ class HokiCalibrator(Calibrator):
             bins = _bin_of(p, self.n_bins)
             a, b = alpha[bins], beta[bins]
             known = ~np.isnan(a)  # a bin empty at design time leaves p where it is
-            p = np.where(
-                known,
-                (np.where(known, a, 0) - np.where(known, b, 0)) * gamma + np.where(known, b, 0),
-                p,
-            )
+            p = np.where(known, (a - b) * gamma + b, p)  # NaN arithmetic is quiet
         return p
 
     def _predict_proba(self, logits):

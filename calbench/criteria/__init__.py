@@ -75,29 +75,27 @@ PARAMETRISED = {
 }
 
 
+#: Options a parametrised criterion cannot go without.
+_REQUIRED = {"direct": ("loss_matrix",), "integral": ("l0", "l1")}
+
+
 def get_criterion(spec):
     """The criterion ``spec`` names: a registered name, or ``{"name": ..., **options}`` for
     the decision criteria (``direct``: loss_matrix, reg_lambda, beta; ``integral``: l0, l1)."""
-    if isinstance(spec, dict):
-        options = dict(spec)
-        name = options.pop("name", None)
-        if name in PARAMETRISED:
-            if name == "integral":
-                options["l0"], options["l1"] = decision.check_family(
-                    options.get("l0"), options.get("l1"), "criterion integral"
-                )
-            fn = PARAMETRISED[name]
-            return from_torch(lambda logits, y: fn(logits, y, **options))
-        if not options and name in CRITERIA:
-            return CRITERIA[name]
-        spec = name
-    if spec in CRITERIA:
-        return CRITERIA[spec]
-    if spec in PARAMETRISED:
-        if spec in ("integral_01_reject", "ece"):
-            return from_torch(PARAMETRISED[spec])
+    options = dict(spec) if isinstance(spec, dict) else {"name": spec}
+    name = options.pop("name", None)
+    if name in CRITERIA:
+        return CRITERIA[name]
+    if name not in PARAMETRISED:
+        known = sorted(CRITERIA) + sorted(PARAMETRISED)
+        raise CalbenchError(f"Unknown criterion {name!r}; known: {', '.join(known)}.")
+    if any(key not in options for key in _REQUIRED.get(name, ())):
         raise CalbenchError(
-            f"criterion {spec!r} needs its options (a loss matrix); see conf/criterion."
+            f"criterion {name!r} needs its options (a loss matrix); see conf/criterion."
         )
-    known = sorted(CRITERIA) + sorted(PARAMETRISED)
-    raise CalbenchError(f"Unknown criterion {spec!r}; known: {', '.join(known)}.")
+    if name == "integral":
+        options["l0"], options["l1"] = decision.check_family(
+            options["l0"], options["l1"], "criterion integral"
+        )
+    fn = PARAMETRISED[name]
+    return from_torch(lambda logits, y: fn(logits, y, **options))

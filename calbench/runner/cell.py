@@ -56,6 +56,11 @@ def _loss(spec: dict, n_classes: int) -> np.ndarray:
     return make_loss(spec["name"], n_classes, **options)
 
 
+def run_loss(cfg: DictConfig, n_classes: int) -> np.ndarray:
+    """The run's loss matrix (``loss=``)."""
+    return _loss(OmegaConf.to_container(cfg.loss, resolve=True), n_classes)
+
+
 def criterion_spec(cfg: DictConfig, n_classes: int):
     """What the calibrator minimises: a criterion name, or for the decision criteria a dict
     with their options and loss matrices (``direct``: the run's ``loss``; ``integral``: the
@@ -65,8 +70,7 @@ def criterion_spec(cfg: DictConfig, n_classes: int):
     options.pop("select_by", None)  # how inner CV rates them, see `selection_score`
     name = options.pop("name")
     if name == "direct":
-        loss = _loss(OmegaConf.to_container(cfg.loss, resolve=True), n_classes)
-        return {"name": name, "loss_matrix": loss.tolist(), **options}
+        return {"name": name, "loss_matrix": run_loss(cfg, n_classes).tolist(), **options}
     if name == "integral":
         at_0, at_1 = (_loss(options[k], n_classes) for k in ("eps0", "eps1"))
         return {"name": name, "l0": at_0.tolist(), "l1": (at_1 - at_0).tolist()}
@@ -130,7 +134,7 @@ def selection_score(cfg: DictConfig, n_classes: int):
     empirical_risk`` the mean cost of the Bayes decisions under the run's ``loss``."""
     if cfg.criterion.get("select_by", "log_loss") != "empirical_risk":
         return log_loss
-    matrix = _loss(OmegaConf.to_container(cfg.loss, resolve=True), n_classes)
+    matrix = run_loss(cfg, n_classes)
     return lambda probs, y: empirical_risk(probs, y, loss_matrix=matrix)
 
 
@@ -203,7 +207,7 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
     shift = OmegaConf.to_container(cfg.shift, resolve=True)
     dataset = load_configured_dataset(cfg)
     calibrator, grid, criterion = build_calibrator(cfg, dataset)
-    loss_matrix = _loss(OmegaConf.to_container(cfg.loss, resolve=True), dataset.n_classes)
+    loss_matrix = run_loss(cfg, dataset.n_classes)
     protocol = OmegaConf.to_container(cfg.protocol, resolve=True)
     metrics_config = OmegaConf.to_container(cfg.metrics, resolve=True)
 

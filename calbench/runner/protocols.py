@@ -67,22 +67,9 @@ def nested(dataset: Dataset, outer_folds: int = 5, seed: int = 0) -> Iterator[Fo
         yield Fold(i, [Member(logits[fit_idx], y[fit_idx], logits[eval_idx])], y[eval_idx])
 
 
-def classifier_cv(
-    dataset: FeatureSet,
-    repeats: int = 5,
-    outer_folds: int = 5,
-    calibration_folds: int = 3,
-    seed: int = 0,
-    cache_dir=None,
-) -> Iterator[Fold]:
-    folds = scored_folds(
-        dataset,
-        repeats=repeats,
-        outer_folds=outer_folds,
-        calibration_folds=calibration_folds,
-        seed=seed,
-        cache_dir=cache_dir,
-    )
+def classifier_cv(dataset: FeatureSet, seed: int = 0, **options) -> Iterator[Fold]:
+    """Options as `calbench.data.classifier_scores.scored_folds` takes them."""
+    folds = scored_folds(dataset, seed=seed, **options)
     for fold in folds:
         members = [
             Member(part.cal_logits, dataset.y[part.cal_index], part.test_logits)

@@ -18,7 +18,9 @@ import yaml
 
 from calbench.atomic import atomic_write_text
 
-COLUMNS = [
+#: The labels that name a cell in tables; two stored cells sharing them (and their setting,
+#: see `superseded_cells`) supersede each other.
+LABELS = [
     "experiment",
     "dataset",
     "classifier",
@@ -27,6 +29,11 @@ COLUMNS = [
     "loss",
     "shift",
     "protocol",
+    "seed",
+]
+
+COLUMNS = [
+    *LABELS[:-1],
     "fold",
     "metric",
     "value",
@@ -97,19 +104,6 @@ class ResultStore:
 
 # libyaml's loader where present: the pure-Python one takes seconds over a sweep's configs.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-#: The labels that name a cell in tables; two stored cells sharing them supersede each other.
-LABELS = [
-    "experiment",
-    "dataset",
-    "classifier",
-    "method",
-    "criterion",
-    "loss",
-    "shift",
-    "protocol",
-    "seed",
-]
 
 
 def _setting(config_file: Path, fallback: str) -> str:
