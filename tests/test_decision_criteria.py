@@ -90,11 +90,13 @@ def test_a_cell_fits_ts_on_the_integral_loss_and_beats_nll_on_it(tmp_path):
     from tests.conftest import overconfident_logits
     from tests.test_runner import config
 
-    cfg = config("method=ts", "criterion=integral", "dataset.n_test=2000")
-    rows = run_cell(cfg)
+    family = ["criterion=integral", "loss=reject_cost_family"]
+    rows = run_cell(config("method=ts", *family, "dataset.n_test=2000"))
     assert set(rows["criterion"]) == {"integral"} and np.isfinite(rows["value"]).all()
     z, y = overconfident_logits(np.random.default_rng(1), 3000, 5)
-    spec = criterion_spec(config("criterion=integral"), 5)
+    spec = criterion_spec(config(*family), 5)
+    np.testing.assert_array_equal(spec["l0"], zero_one_reject(5, 0.0))
+    np.testing.assert_array_equal(np.add(spec["l0"], spec["l1"]), zero_one_reject(5, 1.0))
     fitted = make_calibrator("ts", criterion=spec).fit(z, y)
     plain = make_calibrator("ts").fit(z, y)
     crit = get_criterion(spec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -13,10 +14,11 @@ from sklearn.model_selection import ParameterGrid
 import calbench
 from calbench.calibrators import make_calibrator
 from calbench.data import Dataset, load_dataset
-from calbench.decision import make_loss
-from calbench.decision.shift import adapt_posteriors, check_prior, long_tail_prior, mixed_prior
+from calbench.decision.family import between
+from calbench.decision.shift import adapt_posteriors
 from calbench.errors import CalbenchError
 from calbench.metrics import empirical_risk, evaluate, log_loss
+from calbench.runner.decision_task import DecisionTask, configured_loss, decision_task
 from calbench.runner.protocols import make_folds
 from calbench.runner.selection import select_and_fit
 from calbench.simplex import softmax
@@ -51,30 +53,32 @@ def load_configured_dataset(cfg: DictConfig) -> Dataset:
     return dataset
 
 
-def _loss(spec: dict, n_classes: int) -> np.ndarray:
-    options = {k: v for k, v in spec.items() if k != "name"}
-    return make_loss(spec["name"], n_classes, **options)
-
-
-def run_loss(cfg: DictConfig, n_classes: int) -> np.ndarray:
-    """The run's loss matrix (``loss=``)."""
-    return _loss(OmegaConf.to_container(cfg.loss, resolve=True), n_classes)
-
-
-def criterion_spec(cfg: DictConfig, n_classes: int):
+def criterion_spec(cfg: DictConfig, n_classes: int, task: DecisionTask | None = None, eps=None):
     """What the calibrator minimises: a criterion name, or for the decision criteria a dict
-    with their options and loss matrices (``direct``: the run's ``loss``; ``integral``: the
-    family from the losses at eps = 0 and eps = 1 its config names)."""
+    with their options and loss matrices (``direct``: the run's loss at ``eps``, see
+    `DecisionTask.training_loss`; ``integral``: the family from the criterion's own
+    ``eps0``/``eps1`` loss configs, else the run's loss family or prior shift)."""
     options = OmegaConf.to_container(cfg.criterion, resolve=True)
     options.pop("grid", None)  # the criterion's own hyperparameters, see `criterion_grid`
     options.pop("select_by", None)  # how inner CV rates them, see `selection_score`
     name = options.pop("name")
+    if name not in ("direct", "integral"):
+        return {"name": name, **options} if options else name
+    task = task or decision_task(cfg, None, n_classes)
     if name == "direct":
-        return {"name": name, "loss_matrix": run_loss(cfg, n_classes).tolist(), **options}
-    if name == "integral":
-        at_0, at_1 = (_loss(options[k], n_classes) for k in ("eps0", "eps1"))
-        return {"name": name, "l0": at_0.tolist(), "l1": (at_1 - at_0).tolist()}
-    return {"name": name, **options} if options else name
+        return {"name": name, "loss_matrix": task.training_loss(eps).tolist(), **options}
+    ends = [options.get(k) for k in ("eps0", "eps1")]
+    if all(end is not None for end in ends):
+        family = between(*(configured_loss(end, n_classes)[0] for end in ends))
+    elif task.family is not None:
+        family = task.family
+    else:
+        raise CalbenchError(
+            "criterion integral needs a loss family: run it with a family loss (e.g. "
+            "loss=reject_cost_family) or a shift (shift=lt_k1), or give criterion.eps0 and "
+            "criterion.eps1 as loss configs."
+        )
+    return {"name": name, "l0": family.l0.tolist(), "l1": family.l1.tolist()}
 
 
 def criterion_grid(cfg: DictConfig, spec, keys) -> dict:
@@ -100,8 +104,9 @@ def public_params(chosen: dict) -> dict:
     }
 
 
-def build_calibrator(cfg: DictConfig, dataset: Dataset):
-    """The method's calibrator with its fixed params, the criterion, and its grid."""
+def build_calibrator(cfg: DictConfig, dataset: Dataset, task: DecisionTask | None = None, eps=None):
+    """The method's calibrator with its fixed params, the criterion (for the decision
+    ``task`` at ``eps``; default: the run's fold-free loss), and its grid."""
     method = OmegaConf.to_container(cfg.method, resolve=True)
     params = dict(method.get("params") or {})
     calibrator = make_calibrator(method["calibrator"], **params)
@@ -111,7 +116,7 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset):
     # A criterion the method's own YAML fixes (ETS and IROvA-TS fit on the MSE) is kept.
     criterion_keys = [k for k in accepted if k.split("__")[-1] == "criterion" and k not in params]
     if criterion_keys:
-        spec = criterion_spec(cfg, dataset.n_classes)
+        spec = criterion_spec(cfg, dataset.n_classes, task, eps)
         calibrator.set_params(**{k: spec for k in criterion_keys})
     calibrator.set_params(
         **{k: dataset.true_map for k in accepted if k.split("__")[-1] == "true_map"}
@@ -129,17 +134,19 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset):
     return calibrator, grid, criterion
 
 
-def selection_score(cfg: DictConfig, n_classes: int):
+def selection_score(cfg: DictConfig, loss_matrix):
     """How inner CV rates a grid point: log-loss, or with ``criterion.select_by:
-    empirical_risk`` the mean cost of the Bayes decisions under the run's ``loss``."""
+    empirical_risk`` the mean cost of the Bayes decisions under ``loss_matrix``."""
     if cfg.criterion.get("select_by", "log_loss") != "empirical_risk":
         return log_loss
-    matrix = run_loss(cfg, n_classes)
-    return lambda probs, y: empirical_risk(probs, y, loss_matrix=matrix)
+    return lambda probs, y: empirical_risk(probs, y, loss_matrix=loss_matrix)
 
 
-def fit_selected(cfg: DictConfig, calibrator, grid, logits, y):
-    """The protocol's hyperparameter choice and fit: (fitted model, chosen params)."""
+def fit_selected(cfg: DictConfig, calibrator, grid, logits, y, score=None):
+    """The protocol's hyperparameter choice and fit: (fitted model, chosen params).
+    ``score`` rates grid points (default: as `selection_score` says for the run's loss)."""
+    if score is None:
+        score = selection_score(cfg, decision_task(cfg, None, logits.shape[1]).loss)
     return select_and_fit(
         calibrator,
         grid,
@@ -148,7 +155,7 @@ def fit_selected(cfg: DictConfig, calibrator, grid, logits, y):
         inner_folds=cfg.protocol.inner_folds,
         average_inner_models=cfg.protocol.average_inner_models,
         seed=cfg.seed,
-        score=selection_score(cfg, logits.shape[1]),
+        score=score,
     )
 
 
@@ -162,76 +169,82 @@ def _check_simplex(cfg, dataset, fold, probs):
         )
 
 
-def _fit_members(cfg, calibrator, grid, fold):
-    """Fit one calibrator per member; the fold's predictions are their average (Kull 4.1)."""
+@dataclass
+class FoldFit:
+    """A fold's calibrated test predictions (averaged over its members, Kull 4.1)."""
+
+    probs: np.ndarray
+    uncalibrated: np.ndarray
+    chosen: dict | list
+    seconds: float
+
+
+def _fit_fold(cfg, dataset, task, fold, eps=None) -> tuple[FoldFit, str]:
+    """Fit one calibrator per member for the decision ``task`` at ``eps``."""
+    calibrator, grid, criterion = build_calibrator(cfg, dataset, task, eps)
+    score = selection_score(cfg, task.training_loss(eps))
     probs, uncalibrated, chosen, seconds = [], [], [], 0.0
     for member in fold.members:
         start = time.perf_counter()
-        model, params = fit_selected(cfg, calibrator, grid, member.logits_fit, member.y_fit)
+        model, params = fit_selected(
+            cfg, calibrator, grid, member.logits_fit, member.y_fit, score=score
+        )
         seconds += time.perf_counter() - start
         probs.append(model.predict_proba(member.logits_eval))
         uncalibrated.append(softmax(member.logits_eval))
         chosen.append(public_params(params))
     if len(fold.members) == 1:
-        return probs[0], uncalibrated[0], chosen[0], seconds
-    return np.mean(probs, axis=0), np.mean(uncalibrated, axis=0), chosen, seconds
+        return FoldFit(probs[0], uncalibrated[0], chosen[0], seconds), criterion
+    fit = FoldFit(np.mean(probs, axis=0), np.mean(uncalibrated, axis=0), chosen, seconds)
+    return fit, criterion
 
 
-def _shifted(shift: dict, fold, probs, uncalibrated):
-    """A prior shift (Ho 3.5, 4.5): the calibration labels give p_train, the configured
-    long tail on the classes the model gets most wrong (there) p_test; the predictions are
+def _fold_values(cfg, dataset, task, fold, fit, metrics_config) -> dict:
+    """The configured metrics of a fold's predictions; under a prior shift they are
     Bayes-corrected (eq. 3.36) and the risks importance-weighted (eqs. 3.37-3.38)."""
-    if shift.get("kind") != "long_tail":
-        raise CalbenchError(
-            f"shift {shift['name']!r}: unknown kind {shift.get('kind')!r}; known: long_tail "
-            "(conf/shift/lt_k1.yaml)."
-        )
-    y_fit = np.concatenate([m.y_fit for m in fold.members])
-    predicted = np.concatenate([m.logits_fit.argmax(axis=1) for m in fold.members])
-    k = probs.shape[1]
-    counts = np.bincount(y_fit, minlength=k)
-    train = check_prior(counts / counts.sum(), k, f"shift {shift['name']}", positive=True)
-    accuracy = np.bincount(y_fit, weights=predicted == y_fit, minlength=k) / counts
-    test = mixed_prior(train, long_tail_prior(accuracy, shift["k"]), shift["eps"])
-    ratio = test / train
-    weights = {"labels": ratio, "inputs": probs @ ratio}
-    return (
-        adapt_posteriors(probs, train, test),
-        adapt_posteriors(uncalibrated, train, test),
-        weights,
+    probs, uncalibrated, shift_weights = fit.probs, fit.uncalibrated, None
+    if task.priors is not None:
+        train, test = task.priors
+        ratio = test / train
+        shift_weights = {"labels": ratio, "inputs": probs @ ratio}
+        probs = adapt_posteriors(probs, train, test)
+        uncalibrated = adapt_posteriors(uncalibrated, train, test)
+    true_probs = dataset.true_map(uncalibrated) if dataset.true_map is not None else None
+    values = evaluate(
+        metrics_config,
+        probs,
+        y=fold.y_eval,
+        true_probs=true_probs,
+        reference_probs=uncalibrated,
+        loss_matrix=task.loss,
+        shift_weights=shift_weights,
     )
+    # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
+    values["fit_accuracy"] = float(
+        np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
+    )
+    return values
 
 
 def run_cell(cfg: DictConfig) -> pd.DataFrame:
     """Fit and evaluate the configured method on every fold of the protocol."""
-    shift = OmegaConf.to_container(cfg.shift, resolve=True)
     dataset = load_configured_dataset(cfg)
-    calibrator, grid, criterion = build_calibrator(cfg, dataset)
-    loss_matrix = run_loss(cfg, dataset.n_classes)
     protocol = OmegaConf.to_container(cfg.protocol, resolve=True)
     metrics_config = OmegaConf.to_container(cfg.metrics, resolve=True)
 
     rows = []
     for fold in make_folds(dataset, protocol, seed=cfg.seed):
-        probs, uncalibrated, chosen, fit_seconds = _fit_members(cfg, calibrator, grid, fold)
-        _check_simplex(cfg, dataset, fold, probs)
-        shift_weights = None
-        if shift["name"] != "none":
-            probs, uncalibrated, shift_weights = _shifted(shift, fold, probs, uncalibrated)
-        true_probs = dataset.true_map(uncalibrated) if dataset.true_map is not None else None
-        values = evaluate(
-            metrics_config,
-            probs,
-            y=fold.y_eval,
-            true_probs=true_probs,
-            reference_probs=uncalibrated,
-            loss_matrix=loss_matrix,
-            shift_weights=shift_weights,
-        )
-        # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
-        values["fit_accuracy"] = float(
-            np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
-        )
+        task = decision_task(cfg, fold, dataset.n_classes)
+        fit, criterion = _fit_fold(cfg, dataset, task, fold)
+        _check_simplex(cfg, dataset, fold, fit.probs)
+        values = _fold_values(cfg, dataset, task, fold, fit, metrics_config)
+        if criterion == "direct" and task.curve:
+            # Trained knowing eps (Ho 4.4): one fit per point, each scored at its own eps.
+            for eps in task.direct_points:
+                at_eps = fit if eps == task.eps else _fit_fold(cfg, dataset, task, fold, eps)[0]
+                values.update(task.curve_values(at_eps.probs, fold.y_eval, [eps]))
+        else:
+            values.update(task.curve_values(fit.probs, fold.y_eval))
         bad = sorted(m for m, v in values.items() if not np.isfinite(v))
         if bad:
             raise CalbenchError(
@@ -245,8 +258,8 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
                     "fold": fold.index,
                     "metric": metric,
                     "value": value,
-                    "fit_seconds": fit_seconds,
-                    "params": json.dumps(chosen, sort_keys=True),
+                    "fit_seconds": fit.seconds,
+                    "params": json.dumps(fit.chosen, sort_keys=True),
                 }
             )
     frame = pd.DataFrame(rows)
