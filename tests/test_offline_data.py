@@ -58,3 +58,35 @@ def test_data_list_shows_offline_sets_as_available(tmp_path):
 def test_too_small_a_set_is_clear():
     with pytest.raises(CalbenchError, match="leaves none to train"):
         load_dataset("offline_neural", source="iris", n_cal=100, n_test=60, cache_dir=None)
+
+
+def test_gaussian_classes_have_the_configured_priors_to_the_sample():
+    from calbench.data.offline_neural import gaussian_classes
+
+    ham = np.array([327, 514, 1099, 115, 6705, 1113, 142]) / 10015
+    x, y = gaussian_classes(ham, 2503, n_features=4, separation=1.0, seed=3)
+    counts = np.bincount(y, minlength=7)
+    assert counts.sum() == 2503 and x.shape == (2503, 4)
+    assert np.abs(counts - ham * 2503).max() < 1  # largest remainders: off by < 1 each
+    for bad in ([0.5, 0.6], [1.0], [0.5, 0.5, 0.0]):
+        with pytest.raises(CalbenchError, match="priors must be"):
+            gaussian_classes(bad, 100, 2, 1.0, 0)
+
+
+def test_ho_stand_ins_carry_the_classes_and_priors_they_stand_for(tmp_path):
+    from calbench.decision.losses import HAM10000_CLASSES
+    from calbench.runner.cell import load_configured_dataset
+    from tests.test_runner import config
+
+    cfg = config("dataset=synthetic_ham10000", f"data_dir={tmp_path}")
+    ds = load_configured_dataset(cfg)
+    assert tuple(ds.class_names) == HAM10000_CLASSES and ds.name == "synthetic_ham10000"
+    y = np.concatenate([ds.y_cal, ds.y_test])
+    prior = np.asarray(cfg.dataset.gaussian.priors)
+    np.testing.assert_allclose(np.bincount(y) / len(y), prior, atol=2 / len(y))
+    accuracy = (ds.logits_test.argmax(axis=1) == ds.y_test).mean()
+    assert 0.85 < accuracy < 0.93  # Ho's DenseNet-121: 0.90
+    (cached,) = (tmp_path / "offline").glob("synthetic_ham10000_*.npz")
+    other = config("dataset=synthetic_ham10000", f"data_dir={tmp_path}", "dataset.n_test=900")
+    load_configured_dataset(other)  # another split size: its own cache file
+    assert len(list((tmp_path / "offline").glob("synthetic_ham10000_*.npz"))) == 2

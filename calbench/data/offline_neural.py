@@ -24,6 +24,7 @@ from calbench.data.dataset import Dataset
 from calbench.data.fetch import record_checksum, recorded_checksums, sha256_of
 from calbench.data.tabular import load_keel
 from calbench.errors import CalbenchError, check_int
+from calbench.runner.store import config_hash
 
 
 def _train_logits(x_train, y_train, x_eval, n_classes, hidden, epochs, seed):
@@ -57,6 +58,44 @@ def _train_logits(x_train, y_train, x_eval, n_classes, hidden, epochs, seed):
         torch.set_num_threads(threads)
 
 
+def gaussian_classes(priors, n: int, n_features: int, separation: float, seed: int):
+    """``n`` samples of isotropic unit Gaussians around random class means (scale
+    ``separation``), with class counts in the proportions ``priors`` (exactly, up to
+    rounding): labelled synthetic data of a given class balance."""
+    priors = np.asarray(priors, dtype=np.float64)
+    if priors.ndim != 1 or len(priors) < 2 or (priors <= 0).any() or abs(priors.sum() - 1) > 1e-6:
+        raise CalbenchError(
+            f"offline_neural (gaussian): priors must be >= 2 positive numbers summing to 1; "
+            f"got {priors.tolist()}."
+        )
+    counts = np.floor(priors * n).astype(int)
+    counts[np.argsort(priors * n - counts)[::-1][: n - counts.sum()]] += 1  # largest remainders
+    rng = np.random.default_rng(seed)
+    means = separation * rng.standard_normal((len(priors), n_features))
+    y = rng.permutation(np.repeat(np.arange(len(priors)), counts))
+    return means[y] + rng.standard_normal((n, n_features)), y
+
+
+def _source_data(source, gaussian, n_eval, seed):
+    if source != "gaussian":
+        return load_keel(source)
+    options = dict(gaussian or {})
+    names = options.pop("class_names", None)
+    n_train = check_int(options.pop("n_train", 0), "gaussian.n_train", "offline_neural")
+    try:
+        x, y = gaussian_classes(n=n_train + n_eval, seed=seed, **options)
+    except TypeError as error:
+        raise CalbenchError(
+            f"offline_neural (gaussian): {error}; options are priors, class_names, n_train, "
+            "n_features, separation."
+        ) from None
+    k = int(y.max()) + 1
+    names = [str(c) for c in names] if names else [f"class_{c}" for c in range(k)]
+    if len(names) != k:
+        raise CalbenchError(f"offline_neural (gaussian): {len(names)} class_names for {k} priors.")
+    return x, y, names
+
+
 def make_offline_neural(
     source: str = "letter",
     seed: int = 0,
@@ -66,12 +105,18 @@ def make_offline_neural(
     epochs: int = 60,
     cache_dir: str | None = "data/offline",
     name: str | None = None,
+    gaussian: dict | None = None,
 ) -> Dataset:
-    """An MLP's logits on calibration and test splits of the KEEL set ``source``."""
+    """An MLP's logits on calibration and test splits of the KEEL set ``source``, or with
+    ``source="gaussian"`` of synthetic classes (``gaussian``: priors, class_names, n_train,
+    n_features, separation; see `gaussian_classes`)."""
     n_cal = check_int(n_cal, "n_cal", "offline_neural")
     n_test = check_int(n_test, "n_test", "offline_neural")
     name = name or f"offline_{source}_mlp"
-    cache = Path(cache_dir) / f"{name}_seed{seed}_e{epochs}_h{hidden}.npz" if cache_dir else None
+    # Every option that changes the logits names the cache file.
+    key = config_hash({"source": source, "n_cal": n_cal, "n_test": n_test, "gaussian": gaussian})
+    stem = f"{name}_seed{seed}_e{epochs}_h{hidden}_{key[:8]}"
+    cache = Path(cache_dir) / f"{stem}.npz" if cache_dir else None
     if cache is not None and cache.is_file():
         known = recorded_checksums(cache.parent).get(cache.name)
         if known is None or sha256_of(cache) != known:
@@ -89,7 +134,7 @@ def make_offline_neural(
                 class_names=[str(c) for c in f["class_names"]],
                 source=str(cache),
             )
-    x, y, class_names = load_keel(source)
+    x, y, class_names = _source_data(source, gaussian, n_cal + n_test, seed)
     if n_cal + n_test >= len(y):
         raise CalbenchError(
             f"{source} has {len(y)} samples; n_cal + n_test = {n_cal + n_test} leaves none "

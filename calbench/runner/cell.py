@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from sklearn.model_selection import ParameterGrid
 
 import calbench
 from calbench.calibrators import make_calibrator
-from calbench.data import Dataset, load_dataset
+from calbench.data import LOADERS, Dataset, load_dataset
 from calbench.decision.family import between
 from calbench.decision.shift import adapt_posteriors
 from calbench.errors import CalbenchError
@@ -39,7 +40,20 @@ CELL_KEYS = (
 
 def cell_config(cfg: DictConfig) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)  # once, not once per key
-    return {key: resolved[key] for key in CELL_KEYS}
+    cell = {key: resolved[key] for key in CELL_KEYS}
+    if not _criterion_keys(cell["method"]):
+        # The criterion cannot change this method's numbers: a sweep over criteria runs
+        # it once (the other points find it in the store) and labels it "none".
+        cell["criterion"] = {"name": "none"}
+    return cell
+
+
+def _criterion_keys(method: dict) -> list[str]:
+    """The method's calibrator parameters (nested steps included) the run's criterion
+    sets; a criterion the method's own YAML fixes (ETS and IROvA-TS fit on the MSE) is kept."""
+    params = method.get("params") or {}
+    accepted = make_calibrator(method["calibrator"], **params).get_params()
+    return [k for k in accepted if k.split("__")[-1] == "criterion" and k not in params]
 
 
 def load_configured_dataset(cfg: DictConfig) -> Dataset:
@@ -47,6 +61,9 @@ def load_configured_dataset(cfg: DictConfig) -> Dataset:
     options.pop("registry", None)  # provenance for `calbench data`, not a loader option
     loader = options.pop("loader")
     display_name = options.pop("name", None)
+    takes_name = loader in LOADERS and "name" in inspect.signature(LOADERS[loader]).parameters
+    if display_name and takes_name:
+        options["name"] = display_name  # the loader names its cache files by it
     dataset = load_dataset(loader, **options)
     if display_name:
         dataset.name = display_name
@@ -113,8 +130,7 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset, task: DecisionTask | Non
     accepted = calibrator.get_params()
     # Hand the criterion (and the known true map) to every step that takes one, nested
     # steps of a composition included.
-    # A criterion the method's own YAML fixes (ETS and IROvA-TS fit on the MSE) is kept.
-    criterion_keys = [k for k in accepted if k.split("__")[-1] == "criterion" and k not in params]
+    criterion_keys = _criterion_keys(method)
     if criterion_keys:
         spec = criterion_spec(cfg, dataset.n_classes, task, eps)
         calibrator.set_params(**{k: spec for k in criterion_keys})

@@ -7,6 +7,7 @@ from omegaconf import DictConfig
 from tabulate import tabulate
 
 from calbench.runner.cell import cell_config, run_cell, summarise
+from calbench.runner.decision_task import CURVE_METRIC
 from calbench.runner.store import ResultStore, config_hash
 
 
@@ -22,7 +23,9 @@ def run_job(cfg: DictConfig) -> str:
     rows = run_cell(cfg)
     rows["config_hash"] = cell_hash
     path = store.write(cell_hash, rows, yaml.safe_dump(cell, sort_keys=False))
-    summary = summarise(rows)
+    # A risk curve's points go to the store and `calbench tables`, not to the terminal.
+    curve = rows["metric"].str.startswith(CURVE_METRIC)
+    summary = summarise(rows[~curve])
     fit = rows.groupby("fold")["fit_seconds"].first().sum()
     print(
         f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={cfg.protocol.name}"
@@ -36,5 +39,7 @@ def run_job(cfg: DictConfig) -> str:
         table = [[m, f"{r['mean']:.4f}"] for m, r in summary.iterrows()]
         headers = ["metric", "value"]
     print(tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True))
+    if curve.any():
+        print(f"risk curve: {rows.loc[curve, 'metric'].nunique()} eps points ({CURVE_METRIC}...)")
     print(f"rows: {path}")
     return cell_hash

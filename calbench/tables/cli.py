@@ -11,7 +11,9 @@ import yaml
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
+from calbench.runner.decision_task import curve_eps
 from calbench.runner.store import ResultStore, superseded_cells
+from calbench.tables.curves import curve_frame
 from calbench.tables.layouts import build_table
 from calbench.tables.render import RENDERERS
 
@@ -39,6 +41,8 @@ def metric_direction():
                     aliases[name] = opts.get("fn", name)
 
     def direction(name: str) -> bool:
+        if curve_eps(name) is not None:
+            return False  # a risk curve's point
         return metric_spec(aliases.get(name, name)).higher_is_better
 
     return direction
@@ -74,13 +78,49 @@ def write_tables(
     out_dir = Path(results_dir) / "tables"
     written = []
     for spec in todo:
-        table = build_table(spec, rows[rows["experiment"] == spec["experiment"]], direction)
+        part = rows[rows["experiment"] == spec["experiment"]]
+        for column, value in (spec.get("where") or {}).items():  # e.g. one prior shift
+            part = part[part[column] == value]
+        if spec["layout"] == "risk_curve":
+            written += _write_curves(spec, part, direction, Path(results_dir), formats, echo)
+            continue
+        table = build_table(spec, part, direction)
         for fmt in formats:
             path = out_dir / f"{spec['name']}.{fmt}"
             atomic_write_text(path, RENDERERS[fmt](table))
             written.append(path)
         if echo:
             print(RENDERERS["md"](table))
+    return written
+
+
+def _write_curves(spec, rows, direction, results_dir: Path, formats, echo) -> list[Path]:
+    """A ``risk_curve`` spec: the full curves as CSV, the condensed table in the other
+    formats, and the figure (PNG and PDF) under ``figures/``."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: figures are files
+    import matplotlib.pyplot as plt
+
+    from calbench.plots.curves import risk_curve_figure
+
+    frame = curve_frame(spec, rows)
+    table = build_table(spec, rows, direction)
+    written = []
+    for fmt in formats:
+        path = results_dir / "tables" / f"{spec['name']}.{fmt}"
+        text = frame.to_csv(index=False) if fmt == "csv" else RENDERERS[fmt](table)
+        atomic_write_text(path, text)
+        written.append(path)
+    fig = risk_curve_figure(spec, frame)
+    for fmt in ("png", "pdf"):
+        path = results_dir / "figures" / f"{spec['name']}.{fmt}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=160, bbox_inches="tight")
+        written.append(path)
+    plt.close(fig)
+    if echo:
+        print(RENDERERS["md"](table))
     return written
 
 

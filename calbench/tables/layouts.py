@@ -4,11 +4,14 @@
   columns, an average-rank row.
 - ``datasets_by_method`` (Valk Tables 5-10): one metric; data sets as rows in groups
   (C-10, C-100), methods as columns, an average-rank row per group.
-- ``mean_std`` (Ho Figs. 4.g-4.h): rows are (method, criterion) pairs, columns data sets,
-  cells "mean ± std" over the folds; the best mean per column bold.
+- ``mean_std`` (Ho Figs. 4.g-4.h): rows are (method, criterion) pairs, columns data sets
+  (or metrics, e.g. a risk curve's points), cells "mean ± std" over the folds; the best
+  mean per column bold.
 - ``ranks_by_group`` (Kull Tables 1-2): one metric; methods ranked on every task (data set x
   classifier; ties share the mean rank, as the Friedman test assumes); rows are the average
   ranks per classifier, then over all tasks, with the Friedman p-value in the title.
+- ``risk_curve`` (Ho Figs. 4.l-4.q): test risk against the unknown eps of a loss family or
+  prior shift, as a CSV and a figure, and "mean ± std" at a few eps (`calbench.tables.curves`).
 
 Values are the mean over folds. Rows of methods or data sets with no results are left out
 and listed in ``RankedTable.missing``, never filled in; a row that lacks some method's
@@ -209,18 +212,26 @@ def ranks_by_group(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
 
 
 def mean_std(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
-    rows = rows[rows["metric"] == spec["metric"]]
-    # A calibrator without a criterion (uncal) swept with several criteria stores equal
-    # cells; each fold counts once.
-    rows = rows.drop_duplicates(["dataset", "method", "criterion", "fold"])
+    # Columns are data sets for one metric, or (``columns_by: metric``) several metrics of
+    # one data set, e.g. a risk curve's points.
+    by = spec.get("columns_by", "dataset")
+    if by == "metric":
+        rows = rows[rows["metric"].isin(list(spec["columns"]))]
+        metric = next(iter(spec["columns"]))
+    else:
+        metric = spec["metric"]
+        rows = rows[rows["metric"] == metric]
+    # A calibrator without a criterion (uncal) swept with several criteria stored equal
+    # cells before the store merged them; each fold counts once.
+    rows = rows.drop_duplicates(["dataset", "method", "criterion", "fold", "metric"])
     key = rows["method"] + "/" + rows["criterion"]
-    grouped = rows.assign(key=key).groupby(["key", "dataset"])["value"]
-    means, stds = grouped.mean().unstack("dataset"), grouped.std(ddof=1).unstack("dataset")
+    grouped = rows.assign(key=key).groupby(["key", by])["value"]
+    means, stds = grouped.mean().unstack(by), grouped.std(ddof=1).unstack(by)
     columns = {d: label for d, label in spec["columns"].items() if d in means.columns}
-    missing = [f"dataset {d}" for d in spec["columns"] if d not in columns]
+    missing = [f"{by} {d}" for d in spec["columns"] if d not in columns]
     if not columns:
         raise CalbenchError(
-            f"table {spec['name']}: none of the data sets {list(spec['columns'])} has results; "
+            f"table {spec['name']}: none of the {by}s {list(spec['columns'])} has results; "
             f"run `calbench run experiment={spec['experiment']}` first."
         )
     present = [k for k in spec["rows"] if k in means.index]
@@ -228,7 +239,7 @@ def mean_std(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     scale = float(spec.get("scale", 1.0))
     values = means.reindex(index=present, columns=list(columns)).to_numpy(float) * scale
     spread = stds.reindex(index=present, columns=list(columns)).to_numpy(float) * scale
-    higher = direction(spec["metric"])
+    higher = direction(metric)
     ranks = np.column_stack([rank_row(v, higher, spec["decimals"]) for v in values.T])
     return RankedTable(
         name=spec["name"],
@@ -245,8 +256,17 @@ def mean_std(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     )
 
 
+def risk_curve(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    """Ho's risk-vs-eps curves, condensed to a mean ± std table (see `calbench.tables.curves`,
+    which also writes the full curves and their figure)."""
+    from calbench.tables.curves import curve_table  # it builds on mean_std
+
+    return curve_table(spec, rows, direction)
+
+
 LAYOUTS = {
     "mean_std": mean_std,
+    "risk_curve": risk_curve,
     "metrics_by_method": metrics_by_method,
     "datasets_by_method": datasets_by_method,
     "ranks_by_group": ranks_by_group,
