@@ -19,6 +19,7 @@ import torch
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.neighbourhood import crop, default_epsilon
+from calbench.device import resolve_device
 from calbench.errors import check_int
 from calbench.simplex import softmax
 
@@ -38,6 +39,9 @@ class DecisionCalibrator(Calibrator):
     epsilon : float or None
         Cropping constant; None takes Valk's default for the number of classes.
     random_state : int
+    device : str
+        Where the partitions are searched: ``cpu``, ``cuda`` (CPU with a warning when no GPU
+        is present) or ``auto``; the noise is drawn on the CPU either way.
     """
 
     input_kind = "probabilities"
@@ -51,6 +55,7 @@ class DecisionCalibrator(Calibrator):
         noise=0.1,
         epsilon=None,
         random_state=0,
+        device="cpu",
     ):
         self.n_decisions = n_decisions
         self.n_iterations = n_iterations
@@ -59,30 +64,33 @@ class DecisionCalibrator(Calibrator):
         self.noise = noise
         self.epsilon = epsilon
         self.random_state = random_state
+        self.device = device
 
     def _fit(self, logits, y):
         n_decisions = check_int(self.n_decisions, "n_decisions", "dec", minimum=2)
         n_iterations = check_int(self.n_iterations, "n_iterations", "dec", minimum=0)
         steps = check_int(self.n_steps, "n_steps", "dec")
         gen = torch.Generator().manual_seed(int(self.random_state))
-        probs = torch.from_numpy(softmax(logits))
+        device = resolve_device(self.device)
+        probs = torch.from_numpy(softmax(logits)).to(device)
         n, k = probs.shape
         labels = torch.zeros_like(probs)
-        labels[torch.arange(n), torch.from_numpy(y)] = 1.0
+        labels[torch.arange(n, device=device), torch.from_numpy(y).to(device)] = 1.0
         self.partitions_, self.adjustments_ = [], []
         current = probs.clone()
         for _ in range(n_iterations):
             boundary = (
-                torch.randn(n_decisions, k, generator=gen, dtype=torch.float64) / np.sqrt(k)
-            ).requires_grad_(True)
+                (torch.randn(n_decisions, k, generator=gen, dtype=torch.float64) / np.sqrt(k))
+                .to(device)
+                .requires_grad_(True)
+            )
             optimiser = torch.optim.Adam([boundary], lr=self.learning_rate)
             residual = labels - current
             for _ in range(steps):
                 optimiser.zero_grad()
                 scores = current @ boundary.T
-                scores = scores + self.noise * torch.randn(
-                    scores.shape, generator=gen, dtype=torch.float64
-                )
+                noise = torch.randn(scores.shape, generator=gen, dtype=torch.float64)
+                scores = scores + self.noise * noise.to(device)
                 weights = torch.softmax(scores, dim=1)
                 violation = (weights.T @ residual / n).norm(dim=1).sum()
                 (-violation).backward()
@@ -91,8 +99,8 @@ class DecisionCalibrator(Calibrator):
                 weights = torch.softmax(current @ boundary.T, dim=1)
                 adjustment = torch.linalg.lstsq(weights, residual).solution
                 current = current + weights @ adjustment
-            self.partitions_.append(boundary.detach().numpy().copy())
-            self.adjustments_.append(adjustment.numpy().copy())
+            self.partitions_.append(boundary.detach().cpu().numpy().copy())
+            self.adjustments_.append(adjustment.cpu().numpy().copy())
         self.epsilon_ = default_epsilon(k) if self.epsilon is None else float(self.epsilon)
 
     def adjusted(self, probs: np.ndarray, n_iterations: int | None = None) -> np.ndarray:

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from calbench.calibrators.base import Calibrator
+from calbench.device import resolve_device
 from calbench.errors import check_choice, check_int
 
 
@@ -46,16 +47,26 @@ class OrderPreservingCalibrator(Calibrator):
     max_iter : int
         L-BFGS iterations.
     random_state : int
+    device : str
+        Where the network is fitted: ``cpu``, ``cuda`` (CPU with a warning when no GPU is
+        present) or ``auto``; initialised on the CPU either way.
     """
 
     def __init__(
-        self, family="full", hidden=(40, 40), weight_decay=1e-3, max_iter=500, random_state=0
+        self,
+        family="full",
+        hidden=(40, 40),
+        weight_decay=1e-3,
+        max_iter=500,
+        random_state=0,
+        device="cpu",
     ):
         self.family = family
         self.hidden = hidden
         self.weight_decay = weight_decay
         self.max_iter = max_iter
         self.random_state = random_state
+        self.device = device
 
     def _forward(self, params, z):
         if self.family == "diagonal":
@@ -81,10 +92,12 @@ class OrderPreservingCalibrator(Calibrator):
         k = logits.shape[1]
         gen = torch.Generator().manual_seed(int(self.random_state))
         n_in, n_out = (1, 1) if self.family == "diagonal" else (k, k)
+        device = resolve_device(self.device)
         params = [_layer(gen, n_in, h1), _layer(gen, h1, h2), _layer(gen, h2, n_out)]
+        params = [[p.detach().to(device).requires_grad_(True) for p in layer] for layer in params]
         flat = [p for layer in params for p in layer]
-        z = torch.from_numpy(logits)
-        target = torch.from_numpy(y)
+        z = torch.from_numpy(logits).to(device)
+        target = torch.from_numpy(y).to(device)
         optimiser = torch.optim.LBFGS(
             flat,
             max_iter=int(self.max_iter),
@@ -102,7 +115,7 @@ class OrderPreservingCalibrator(Calibrator):
             return loss
 
         optimiser.step(closure)
-        self.params_ = [[p.detach().numpy().copy() for p in layer] for layer in params]
+        self.params_ = [[p.detach().cpu().numpy().copy() for p in layer] for layer in params]
 
     def _predict_proba(self, logits):
         params = [[torch.from_numpy(p) for p in layer] for layer in self.params_]

@@ -87,6 +87,11 @@ class ParametricCalibrator(Calibrator):
             return value + penalty, flat
 
         theta0 = np.concatenate([a.ravel() for a in init.values()]).astype(np.float64)
+        # Piecewise criteria (Ho's ECE, Direct and Integral Loss) have flat, non-unique
+        # minima where L-BFGS creeps on by tiny decreases: stopping at a relative decrease
+        # of tol * 1e-2 instead of tol * 1e-4 cut the slowest Direct Loss fits 2-4x and
+        # moved at most one test decision in 3000 (20-class BCTS / VS).
+        ftol = self.tol * (1e-4 if getattr(criterion, "smooth", True) else 1e-2)
         # One iteration is a few (n x k) by (k x k) products separated by L-BFGS work, so
         # BLAS threads fall asleep between them and waking them costs more than they save:
         # at 5000 x 100 one thread fits dir_odir twice as fast as two. Large problems keep
@@ -101,7 +106,7 @@ class ParametricCalibrator(Calibrator):
                     "maxiter": self.max_iter,
                     "maxcor": 20,
                     "gtol": self.tol,
-                    "ftol": self.tol * 1e-4,
+                    "ftol": ftol,
                 },
             )
         # status 2 ("abnormal termination in line search") means no further decrease was
@@ -131,8 +136,8 @@ class TemperatureScaling(ParametricCalibrator):
 
     ``t`` is fitted as ``log t`` so it stays positive without bounds. For every parametric
     map, L-BFGS-B stops after ``max_iter`` iterations, or when the largest gradient entry is
-    below ``tol``, or when the objective's relative decrease falls below ``tol * 1e-4``.
-    ``warm_start=True`` starts a refit from the previous solution (inner CV walks a grid so).
+    below ``tol``, or when the objective's relative decrease falls below ``tol * 1e-4``
+    (``tol * 1e-2`` for the piecewise decision criteria). ``warm_start=True`` starts a refit from the previous solution (inner CV walks a grid so).
     """
 
     def __init__(self, criterion="nll", max_iter=1000, tol=1e-6, warm_start=False):

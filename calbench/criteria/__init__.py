@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from calbench.criteria import decision
+from calbench.device import resolve_device
 from calbench.errors import CalbenchError
 
 _EXP_FLOOR = -700.0
@@ -52,14 +53,16 @@ def mse(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     return value, grad
 
 
-def from_torch(loss_fn):
-    """Wrap ``loss_fn(logits: Tensor, y: Tensor) -> scalar Tensor`` as a criterion."""
+def from_torch(loss_fn, device=None):
+    """Wrap ``loss_fn(logits: Tensor, y: Tensor) -> scalar Tensor`` as a criterion computed
+    on ``device`` (see `calbench.device.resolve_device`)."""
+    device = resolve_device(device)
 
     def criterion(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-        out = torch.from_numpy(logits).requires_grad_(True)
-        value = loss_fn(out, torch.from_numpy(y))
+        out = torch.from_numpy(logits).to(device).requires_grad_(True)
+        value = loss_fn(out, torch.from_numpy(y).to(device))
         value.backward()
-        return float(value.detach()), out.grad.numpy()
+        return float(value.detach()), out.grad.cpu().numpy()
 
     criterion.__doc__ = loss_fn.__doc__
     return criterion
@@ -81,9 +84,11 @@ _REQUIRED = {"direct": ("loss_matrix",), "integral": ("l0", "l1")}
 
 def get_criterion(spec):
     """The criterion ``spec`` names: a registered name, or ``{"name": ..., **options}`` for
-    the decision criteria (``direct``: loss_matrix, reg_lambda, beta; ``integral``: l0, l1)."""
+    the decision criteria (``direct``: loss_matrix, reg_lambda, beta; ``integral``: l0, l1),
+    where torch-written ones also take a ``device``."""
     options = dict(spec) if isinstance(spec, dict) else {"name": spec}
     name = options.pop("name", None)
+    device = options.pop("device", None)
     if name in CRITERIA:
         return CRITERIA[name]
     if name not in PARAMETRISED:
@@ -98,4 +103,6 @@ def get_criterion(spec):
             options["l0"], options["l1"], "criterion integral"
         )
     fn = PARAMETRISED[name]
-    return from_torch(lambda logits, y: fn(logits, y, **options))
+    criterion = from_torch(lambda logits, y: fn(logits, y, **options), device)
+    criterion.smooth = False  # piecewise in the logits: see ParametricCalibrator._fit
+    return criterion

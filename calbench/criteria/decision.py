@@ -33,7 +33,7 @@ def direct_loss(logits, y, loss_matrix, reg_lambda=-1.0, beta=None):
     """Ho eq. 3.7 (mean over samples)."""
     if reg_lambda == 0:
         raise CalbenchError("direct loss: lambda must be non-zero (Ho 3.3 uses lambda < 0).")
-    loss = torch.as_tensor(loss_matrix, dtype=logits.dtype)
+    loss = torch.as_tensor(loss_matrix, dtype=logits.dtype, device=logits.device)
     expected = torch.softmax(logits, dim=1) @ loss  # (n, actions)
     nudged = expected + reg_lambda * loss[y]
     return -(_soft_min(expected, beta) - _soft_min(nudged, beta)).mean() / reg_lambda
@@ -46,7 +46,9 @@ def ece_loss(logits, y, n_bins=15):
     confidence, predicted = torch.softmax(logits, dim=1).max(dim=1)
     correct = (predicted == y).to(logits.dtype)
     bins = torch.clamp((confidence.detach() * n_bins).long(), max=n_bins - 1)
-    gaps = torch.zeros(n_bins, dtype=logits.dtype).index_add(0, bins, confidence - correct)
+    gaps = torch.zeros(n_bins, dtype=logits.dtype, device=logits.device).index_add(
+        0, bins, confidence - correct
+    )
     return gaps.abs().sum() / len(y)
 
 
@@ -60,21 +62,21 @@ def integral_loss_01_reject(logits, y):
 
 def integral_loss(logits, y, l0, l1):
     """Ho eq. 3.34 for ``l_eps = l0 + eps l1``, eps uniform on [0, 1] (mean over samples)."""
-    l0 = torch.as_tensor(l0, dtype=logits.dtype)
-    l1 = torch.as_tensor(l1, dtype=logits.dtype)
+    l0 = torch.as_tensor(l0, dtype=logits.dtype, device=logits.device)
+    l1 = torch.as_tensor(l1, dtype=logits.dtype, device=logits.device)
     probs = torch.softmax(logits, dim=1)
     r0, r1 = probs @ l0, probs @ l1  # (n, A): expected costs at eps = 0 and their slopes
     a = r0[:, :, None] - r0[:, None, :]  # a[i, d, d'] (eq. 3.23)
     b = r1[:, :, None] - r1[:, None, :]  # b[i, d, d'] (eq. 3.24)
     ratio = -a / torch.where(b == 0, torch.ones_like(b), b)
-    inf = torch.tensor(float("inf"), dtype=logits.dtype)
+    inf = torch.tensor(float("inf"), dtype=logits.dtype, device=logits.device)
     upper = torch.where(b > 0, ratio, inf).min(dim=2).values.clamp(0, 1)  # eq. 3.31
     lower = torch.where(b < 0, ratio, -inf).max(dim=2).values.clamp(0, 1)  # eq. 3.32
     valid = ~((b == 0) & (a > 0)).any(dim=2)  # eq. 3.33
     # An action whose expected cost equals an earlier one's for every eps never wins the
     # argmin (first on ties), so its interval is not counted twice.
     n_actions = r0.shape[1]
-    earlier = torch.ones(n_actions, n_actions, dtype=torch.bool).tril(-1)
+    earlier = torch.ones(n_actions, n_actions, dtype=torch.bool, device=logits.device).tril(-1)
     valid &= ~((a == 0) & (b == 0) & earlier).any(dim=2)
     width = (upper - lower).clamp(min=0) * valid
     half_squares = ((upper**2 - lower**2) / 2).clamp(min=0) * valid

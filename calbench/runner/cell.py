@@ -14,6 +14,7 @@ from sklearn.model_selection import ParameterGrid
 
 import calbench
 from calbench.calibrators import make_calibrator
+from calbench.criteria import PARAMETRISED
 from calbench.data import LOADERS, Dataset, load_dataset
 from calbench.decision.family import between
 from calbench.decision.shift import adapt_posteriors
@@ -79,6 +80,8 @@ def criterion_spec(cfg: DictConfig, n_classes: int, task: DecisionTask | None = 
     options.pop("grid", None)  # the criterion's own hyperparameters, see `criterion_grid`
     options.pop("select_by", None)  # how inner CV rates them, see `selection_score`
     name = options.pop("name")
+    if name in PARAMETRISED and cfg.get("device", "cpu") != "cpu":
+        options["device"] = cfg.device  # torch-written criteria compute there
     if name not in ("direct", "integral"):
         return {"name": name, **options} if options else name
     task = task or decision_task(cfg, None, n_classes)
@@ -135,7 +138,8 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset, task: DecisionTask | Non
         spec = criterion_spec(cfg, dataset.n_classes, task, eps)
         calibrator.set_params(**{k: spec for k in criterion_keys})
     calibrator.set_params(
-        **{k: dataset.true_map for k in accepted if k.split("__")[-1] == "true_map"}
+        **{k: dataset.true_map for k in accepted if k.split("__")[-1] == "true_map"},
+        **{k: cfg.get("device", "cpu") for k in accepted if k.split("__")[-1] == "device"},
     )
     criterion = cfg.criterion.name if criterion_keys else "none"
     grid = dict(method.get("grid") or {})

@@ -78,4 +78,3 @@ def curve_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     condensed = dict(spec, columns_by="metric", columns=columns, rows=table_rows)
     condensed.setdefault("decimals", 4)
     return mean_std(condensed, rows, direction)
-

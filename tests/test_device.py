@@ -1,0 +1,48 @@
+"""device=cpu|cuda|auto: torch fits move, numbers do not; no GPU means the CPU and a warning."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from calbench.device import _fallback_warning, resolve_device
+from calbench.errors import CalbenchError
+from calbench.runner.cell import cell_config, run_cell
+from calbench.runner.store import config_hash
+from tests.test_runner import config
+
+GPU = torch.cuda.is_available()
+
+
+@pytest.mark.skipif(GPU, reason="checks the fallback where no GPU is present")
+def test_cuda_without_a_gpu_falls_back_to_the_cpu_with_one_warning():
+    _fallback_warning.cache_clear()
+    with pytest.warns(RuntimeWarning, match="no CUDA GPU"):
+        assert resolve_device("cuda") == torch.device("cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per process and name, not per fit
+        assert resolve_device("cuda") == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(CalbenchError, match="Unknown device 'tpu'"):
+        resolve_device("tpu")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["method=ts", "criterion=direct", "loss=zero_one_reject"],  # a torch criterion
+        ["method=dec", "+method.params.n_steps=20", "method.params.n_iterations=2"],
+        ["method=iop_diag"],
+    ],
+)
+def test_a_cell_gives_the_same_numbers_and_hash_on_every_device(overrides):
+    base = ["dataset.n_test=500", "protocol.inner_folds=2", *overrides]
+    cpu = config(*base)
+    other = config(*base, "device=cuda" if GPU else "device=auto")
+    assert config_hash(cell_config(cpu)) == config_hash(cell_config(other))
+    a = run_cell(cpu).set_index("metric")["value"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        b = run_cell(other).set_index("metric")["value"]
+    np.testing.assert_allclose(b.to_numpy(), a.to_numpy(), rtol=1e-6, atol=1e-9)
