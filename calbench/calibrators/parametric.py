@@ -137,7 +137,8 @@ class TemperatureScaling(ParametricCalibrator):
     ``t`` is fitted as ``log t`` so it stays positive without bounds. For every parametric
     map, L-BFGS-B stops after ``max_iter`` iterations, or when the largest gradient entry is
     below ``tol``, or when the objective's relative decrease falls below ``tol * 1e-4``
-    (``tol * 1e-2`` for the piecewise decision criteria). ``warm_start=True`` starts a refit from the previous solution (inner CV walks a grid so).
+    (``tol * 1e-2`` for the piecewise decision criteria). ``warm_start=True`` starts a
+    refit from the previous solution (inner CV walks a grid so).
     """
 
     def __init__(self, criterion="nll", max_iter=1000, tol=1e-6, warm_start=False):
