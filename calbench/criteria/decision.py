@@ -60,24 +60,48 @@ def integral_loss_01_reject(logits, y):
     return ((1 - top) ** 2 / 2 + wrong * top).mean()
 
 
+# Rows per block of the (rows, A, A) comparisons: a block stays in cache.
+_ROWS = 256
+
+
+def _rivals(r0, r1):
+    """For each action d: the crossing with the rival that bounds d's eps-interval from
+    above and that rival (eq. 3.31), the same from below (eq. 3.32), and whether d can win
+    at all (eq. 3.33); inf / -inf where no rival bounds it."""
+    a = r0[:, :, None] - r0[:, None, :]  # a[i, d, d'] (eq. 3.23)
+    b = r1[:, :, None] - r1[:, None, :]  # b[i, d, d'] (eq. 3.24)
+    ratio = -a / torch.where(b == 0, torch.ones_like(b), b)
+    upper = ratio.masked_fill(b <= 0, float("inf")).min(dim=2)
+    lower = ratio.masked_fill(b >= 0, float("-inf")).max(dim=2)
+    valid = ~((b == 0) & (a > 0)).any(dim=2)  # eq. 3.33
+    # An action whose expected cost equals an earlier one's for every eps never wins the
+    # argmin (first on ties), so its interval is not counted twice.
+    earlier = torch.ones(a.shape[1], a.shape[1], dtype=torch.bool, device=a.device).tril(-1)
+    valid &= ~((a == 0) & (b == 0) & earlier).any(dim=2)
+    return upper.values, upper.indices, lower.values, lower.indices, valid
+
+
 def integral_loss(logits, y, l0, l1):
     """Ho eq. 3.34 for ``l_eps = l0 + eps l1``, eps uniform on [0, 1] (mean over samples)."""
     l0 = torch.as_tensor(l0, dtype=logits.dtype, device=logits.device)
     l1 = torch.as_tensor(l1, dtype=logits.dtype, device=logits.device)
     probs = torch.softmax(logits, dim=1)
     r0, r1 = probs @ l0, probs @ l1  # (n, A): expected costs at eps = 0 and their slopes
-    a = r0[:, :, None] - r0[:, None, :]  # a[i, d, d'] (eq. 3.23)
-    b = r1[:, :, None] - r1[:, None, :]  # b[i, d, d'] (eq. 3.24)
-    ratio = -a / torch.where(b == 0, torch.ones_like(b), b)
-    inf = torch.tensor(float("inf"), dtype=logits.dtype, device=logits.device)
-    upper = torch.where(b > 0, ratio, inf).min(dim=2).values.clamp(0, 1)  # eq. 3.31
-    lower = torch.where(b < 0, ratio, -inf).max(dim=2).values.clamp(0, 1)  # eq. 3.32
-    valid = ~((b == 0) & (a > 0)).any(dim=2)  # eq. 3.33
-    # An action whose expected cost equals an earlier one's for every eps never wins the
-    # argmin (first on ties), so its interval is not counted twice.
-    n_actions = r0.shape[1]
-    earlier = torch.ones(n_actions, n_actions, dtype=torch.bool, device=logits.device).tril(-1)
-    valid &= ~((a == 0) & (b == 0) & earlier).any(dim=2)
+    # Which rival d' bounds each action's interval is found without the autograd graph
+    # (the (n, A, A) comparisons dominate the cost); the bounds themselves are then
+    # recomputed from the chosen rivals with gradients, which is the gradient of the min /
+    # max over all rivals (it flows to the arg-min / arg-max).
+    with torch.no_grad():
+        blocks = [_rivals(r0[i : i + _ROWS], r1[i : i + _ROWS]) for i in range(0, len(r0), _ROWS)]
+        up, up_rival, low, low_rival, valid = (torch.cat(p) for p in zip(*blocks, strict=True))
+
+    def bound(found, rival, missing):
+        a = r0 - r0.gather(1, rival)
+        b = r1 - r1.gather(1, rival)
+        crossing = -a / torch.where(b == 0, torch.ones_like(b), b)
+        return torch.where(torch.isfinite(found), crossing, missing).clamp(0, 1)
+
+    upper, lower = bound(up, up_rival, 1.0), bound(low, low_rival, 0.0)
     width = (upper - lower).clamp(min=0) * valid
     half_squares = ((upper**2 - lower**2) / 2).clamp(min=0) * valid
     return ((l0[y] * width) + (l1[y] * half_squares)).sum(dim=1).mean()
