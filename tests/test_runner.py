@@ -129,3 +129,33 @@ def test_a_newer_cell_with_the_same_labels_supersedes_the_older_in_reads(tmp_pat
     os.utime(old, (old.stat().st_mtime - 100, old.stat().st_mtime - 100))
     assert sorted(store.read()["value"]) == [2.0, 3.0, 4.0]
     assert sorted(store.read(latest=False)["value"]) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_store_reads_cells_of_old_and_new_layouts_row_for_row(tmp_path):
+    import os
+
+    import pandas as pd
+
+    from calbench.runner.store import COLUMNS, ResultStore
+
+    def cell(name, n, **labels):
+        rows = {c: "x" for c in COLUMNS} | labels
+        frame = pd.DataFrame([rows] * n).assign(fold=range(n), value=[0.5 + i for i in range(n)])
+        return frame.assign(config_hash=name, params='{"a": [1, 2]}')
+
+    store = ResultStore(tmp_path)
+    store.write("new1", cell("new1", 3, classifier="nbayes"))
+    store.write("new2", cell("new2", 2, classifier="tree"))
+    old = cell("old", 4).drop(columns="classifier")  # a cell stored before the column
+    (tmp_path / "store" / "old.csv").write_text(old.to_csv(index=False).rstrip("\n"))
+    os.utime(tmp_path / "store" / "old.csv", (1_000_000, 1_000_000))
+    frame = ResultStore(tmp_path).read(latest=False).sort_values(["config_hash", "fold"])
+    assert frame.groupby("config_hash").size().to_dict() == {"new1": 3, "new2": 2, "old": 4}
+    by_cell = frame.groupby("config_hash")
+    assert by_cell["classifier"].unique().map(list).to_dict() == {
+        "new1": ["nbayes"], "new2": ["tree"], "old": ["none"],
+    }  # fmt: skip
+    assert by_cell["written"].unique().map(len).eq(1).all()
+    assert frame.loc[frame["config_hash"] == "old", "written"].iat[0] == 1_000_000
+    assert frame.loc[frame["config_hash"] == "old", "value"].tolist() == [0.5, 1.5, 2.5, 3.5]
+    assert (frame["params"] == '{"a": [1, 2]}').all()  # quoted commas survive the merge

@@ -6,13 +6,11 @@ import argparse
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
 from calbench.runner.decision_task import curve_eps
-from calbench.runner.store import ResultStore, superseded_cells
+from calbench.runner.store import ResultStore, load_yaml, superseded_cells
 from calbench.tables.curves import curve_frame
 from calbench.tables.layouts import build_table
 from calbench.tables.render import RENDERERS
@@ -24,7 +22,7 @@ def table_specs() -> dict[str, dict]:
     specs = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
-            spec = yaml.safe_load(entry.read_text())
+            spec = load_yaml(entry.read_text())
             spec["name"] = entry.name[: -len(".yaml")]
             specs[spec["name"]] = spec
     return specs
@@ -36,7 +34,7 @@ def metric_direction():
     aliases = {}
     for entry in folder.iterdir():
         if entry.name.endswith(".yaml"):
-            for name, opts in yaml.safe_load(entry.read_text()).items():
+            for name, opts in load_yaml(entry.read_text()).items():
                 if isinstance(opts, dict):  # skip Hydra's `defaults` list
                     aliases[name] = opts.get("fn", name)
 
