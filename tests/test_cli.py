@@ -214,3 +214,48 @@ def test_launcher_sweeps_keep_every_row_once(tmp_path, plugin, launcher, methods
     rows = stored(tmp_path)
     assert set(rows["method"]) == set(methods)
     assert rows.groupby(["method", "metric"]).size().eq(1).all()
+
+
+def test_ho_prior_shift_preset_on_its_stand_in_then_its_curves(tmp_path):
+    out = calbench(
+        "run",
+        "experiment=ho_prior_shift_offline",
+        "dataset=synthetic_c100_superclass",  # named, so its options can be overridden
+        "method=uncal,ts",
+        "criterion=nll,integral,direct",
+        "protocol.outer_folds=2",
+        "protocol.inner_folds=2",
+        "dataset.n_cal=600",
+        "dataset.n_test=600",
+        "dataset.epochs=5",
+        "hydra.launcher.n_jobs=1",
+        f"results_dir={tmp_path}",
+        f"data_dir={tmp_path}/data",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = stored(tmp_path)
+    # uncal runs once for all criteria; ts once per criterion; both shifts.
+    cells = rows.groupby(["shift", "method", "criterion"]).size()
+    assert len(cells) == 8 and set(rows["dataset"]) == {"synthetic_c100_superclass"}
+    direct = rows[(rows["criterion"] == "direct") & rows["metric"].str.startswith("empirical_")]
+    assert set(direct["metric"]) >= {"empirical_risk@eps=0.25", "empirical_risk"}
+    assert "empirical_risk@eps=0.05" not in set(direct["metric"])  # trained where scored
+    out = calbench(
+        "tables", "--results-dir", str(tmp_path), "--experiment", "ho_prior_shift_offline"
+    )
+    assert out.returncode == 0, out.stderr
+    for fig in ("fig_4p_lt_k1", "fig_4q_lt_stronger"):
+        name = f"ho_prior_shift_offline_{fig}"
+        curves = pd.read_csv(tmp_path / "tables" / f"{name}.csv")
+        assert set(curves["method"]) == {"uncal", "ts"} and (curves["folds"] == 2).all()
+        assert len(curves[curves["criterion"] == "nll"]) == 21
+        assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 10_000
+        assert "SYNTHETIC" in (tmp_path / "tables" / f"{name}.md").read_text()
+
+
+def test_data_has_tells_scripts_whether_to_fall_back_to_a_stand_in(tmp_path):
+    absent = calbench("data", "has", "ham10000", "--data-dir", str(tmp_path))
+    assert absent.returncode == 1 and "ham10000: absent" in absent.stdout
+    assert (
+        calbench("data", "has", "synthetic_ham10000", "--data-dir", str(tmp_path)).returncode == 0
+    )
