@@ -113,9 +113,15 @@ class ParametricCalibrator(Calibrator):
         # found at float64 precision, i.e. at the optimum; only running out of iterations
         # leaves a map that is not the minimiser.
         if result.status == 1:
+            hint = (
+                "raise max_iter or check the data"
+                if getattr(criterion, "smooth", True)
+                else "the criterion is piecewise, so its flat minima may never pass the "
+                "convergence test; the map is the best found"
+            )
             warnings.warn(
                 f"{type(self).__name__}: L-BFGS stopped before converging after "
-                f"{result.nit} iterations ({result.message}); raise max_iter or check the data.",
+                f"{result.nit} iterations ({result.message}); {hint}.",
                 ConvergenceWarning,
                 stacklevel=3,
             )
