@@ -119,6 +119,7 @@ def test_a_shifted_cell_fits_the_integral_loss_on_the_folds_prior_family():
         (["loss=reject_cost_family", "shift=lt_k1"], "pick one of them"),
         (["criterion=integral"], "needs a loss family"),
         (["loss=reject_cost_family", "loss.curve.points=1"], "curve needs points"),
+        (["loss=reject_cost_family", "loss.curve.points=19"], "not among the 19"),
         (["loss=reject_cost_family", "loss.eps=2"], "eps must lie in"),
     ],
 )

@@ -92,6 +92,13 @@ def _checked_curve(curve, where: str) -> dict | None:
             f"{where}: curve needs points (an integer >= 2) and direct_at (eps in [0, 1]); "
             f"got {curve}."
         )
+    grid = np.linspace(0.0, 1.0, points)
+    off_grid = [e for e in direct_at if not np.isclose(grid, e, atol=1e-9).any()]
+    if off_grid:  # every line of a figure and table must have a value at the Direct points
+        raise CalbenchError(
+            f"{where}: curve.direct_at {off_grid} are not among the {points} equally spaced "
+            f"curve points; pick points so that (points - 1) * eps is a whole number."
+        )
     return {"points": points, "direct_at": direct_at}
 
 
