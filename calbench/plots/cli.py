@@ -199,7 +199,8 @@ def write_figures(
     if not paths:
         raise CalbenchError(
             f"Nothing to draw for experiment {experiment!r}: simplex maps need the 3-class "
-            "synthetic data, CD diagrams results on at least 2 data sets."
+            "synthetic data, CD diagrams results on at least 2 data sets. Ho's risk-vs-eps "
+            "curves are drawn by `calbench tables`."
         )
     return paths
 
