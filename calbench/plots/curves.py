@@ -3,6 +3,8 @@ one-standard-deviation band over the outer folds."""
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 
 from calbench.tables.curves import line_label
@@ -12,7 +14,7 @@ def risk_curve_figure(spec: dict, frame):
     """A figure of the curves in ``frame`` (see `calbench.tables.curves.curve_frame`)."""
     panels = spec["panels"]
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(4.2 * len(panels), 3.4), sharey=True, squeeze=False
+        1, len(panels), figsize=(max(4.2 * len(panels), 7.0), 3.6), sharey=True, squeeze=False
     )
     keys = frame["method"] + "/" + frame["criterion"]
     for ax, (title, lines) in zip(axes[0], panels.items(), strict=True):
@@ -36,6 +38,7 @@ def risk_curve_figure(spec: dict, frame):
         else:
             ax.text(0.5, 0.5, "no results yet", ha="center", transform=ax.transAxes)
     axes[0, 0].set_ylabel(spec.get("y_label", "test empirical risk (mean per sample)"))
-    fig.suptitle(spec.get("title", spec["name"]), fontsize=9)
+    title = textwrap.fill(spec.get("title", spec["name"]), 40 * max(len(panels), 2))
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig
