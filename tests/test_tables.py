@@ -377,3 +377,19 @@ def test_mean_std_layout_counts_each_fold_once():
     md = to_markdown(table)
     assert "| No calibration | - | 12.0 ± 2.0 |" in md and "| **8.0 ± 1.0** |" in md
     assert "method/criterion ts/direct" in table.missing
+
+
+def test_a_curve_point_stored_twice_is_taken_from_the_newest_cell():
+    from calbench.runner.decision_task import curve_metric
+    from calbench.tables.curves import curve_frame
+
+    spec = {"name": "t", "experiment": "e", "panels": {"TS": ["ts/nll"]}}
+    rows = pd.DataFrame(
+        [
+            {"dataset": "d", "method": "ts", "criterion": "nll", "fold": 0,
+             "metric": curve_metric(0.5), "value": value, "written": written}
+            for value, written in [(0.3, 200.0), (0.1, 100.0)]
+        ]
+    )  # fmt: skip
+    assert curve_frame(spec, rows)["mean"].tolist() == [0.3]
+    assert curve_frame(spec, rows.assign(written=[100.0, 200.0]))["mean"].tolist() == [0.1]

@@ -46,6 +46,10 @@ def curve_frame(spec: dict, rows: pd.DataFrame) -> pd.DataFrame:
             f"table {spec['name']}: no risk-curve points (metrics {curve_metric(0)}...) for "
             f"{_lines(spec)}; run `calbench run experiment={spec['experiment']}` first."
         )
+    # Cells that share a line (e.g. a family re-run with another curve grid) give each
+    # (fold, eps) once, from the most recently written cell.
+    if "written" in rows:
+        rows = rows.sort_values("written", ascending=False, kind="stable")
     rows = rows.drop_duplicates(["dataset", "key", "fold", "eps"])
     grouped = rows.groupby(["key", "eps"])["value"]
     frame = pd.DataFrame(

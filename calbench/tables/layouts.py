@@ -223,6 +223,8 @@ def mean_std(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
         rows = rows[rows["metric"] == metric]
     # A calibrator without a criterion (uncal) swept with several criteria stored equal
     # cells before the store merged them; each fold counts once.
+    if "written" in rows:  # where cells repeat a value, the newest gives it
+        rows = rows.sort_values("written", ascending=False, kind="stable")
     rows = rows.drop_duplicates(["dataset", "method", "criterion", "fold", "metric"])
     key = rows["method"] + "/" + rows["criterion"]
     grouped = rows.assign(key=key).groupby(["key", by])["value"]
