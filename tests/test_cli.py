@@ -24,6 +24,13 @@ def stored(results):
     return pd.concat([pd.read_csv(f) for f in files]) if files else pd.DataFrame()
 
 
+def run_preset(tmp_path, *overrides):
+    """``calbench run`` into ``tmp_path`` (results and data); the rows it stored."""
+    out = calbench("run", *overrides, f"results_dir={tmp_path}", f"data_dir={tmp_path}/data")
+    assert out.returncode == 0, out.stderr
+    return stored(tmp_path)
+
+
 def test_default_run_prints_summary_and_stores_rows(tmp_path):
     out = calbench("run", SMALL, f"results_dir={tmp_path}")
     assert out.returncode == 0, out.stderr
@@ -170,17 +177,13 @@ def test_sweep_killed_midway_resumes_to_the_uninterrupted_rows(tmp_path):
 
 
 def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
-    out = calbench(
-        "run",
+    rows = run_preset(
+        tmp_path,
         "experiment=kull_uci",
         "dataset=uci_iris,uci_wine",
         "classifier=nbayes,lda",
         "method=uncal,ts,dir_l2",
-        f"results_dir={tmp_path}",
-        f"data_dir={tmp_path}/data",
     )
-    assert out.returncode == 0, out.stderr
-    rows = stored(tmp_path)
     assert len(rows.groupby(["dataset", "classifier", "method"])) == 12
     assert set(rows["fold"]) == set(range(5)) and set(rows["classifier"]) == {"nbayes", "lda"}
     assert len(list((tmp_path / "data" / "classifier_scores").glob("*.npz"))) == 4
@@ -217,8 +220,8 @@ def test_launcher_sweeps_keep_every_row_once(tmp_path, plugin, launcher, methods
 
 
 def test_ho_prior_shift_preset_on_its_stand_in_then_its_curves(tmp_path):
-    out = calbench(
-        "run",
+    rows = run_preset(
+        tmp_path,
         "experiment=ho_prior_shift_offline",
         "dataset=synthetic_c100_superclass",  # named, so its options can be overridden
         "method=uncal,ts",
@@ -229,11 +232,7 @@ def test_ho_prior_shift_preset_on_its_stand_in_then_its_curves(tmp_path):
         "dataset.n_test=600",
         "dataset.epochs=5",
         "hydra.launcher.n_jobs=1",
-        f"results_dir={tmp_path}",
-        f"data_dir={tmp_path}/data",
     )
-    assert out.returncode == 0, out.stderr
-    rows = stored(tmp_path)
     # uncal runs once for all criteria; ts once per criterion; both shifts.
     cells = rows.groupby(["shift", "method", "criterion"]).size()
     assert len(cells) == 8 and set(rows["dataset"]) == {"synthetic_c100_superclass"}

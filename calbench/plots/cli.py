@@ -14,25 +14,24 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import matplotlib
+from calbench.plots.output import save_figure  # first: the headless backend  # isort: skip
 
-matplotlib.use("Agg")  # headless: figures are files
-import matplotlib.pyplot as plt  # noqa: E402
-from hydra import compose, initialize_config_module  # noqa: E402
+import matplotlib.pyplot as plt
+from hydra import compose, initialize_config_module
 
-from calbench.errors import CalbenchError  # noqa: E402
-from calbench.plots.cd_diagram import cd_diagram  # noqa: E402
-from calbench.plots.ks import ece_variance_scatter, ks_curves  # noqa: E402
-from calbench.plots.reliability import reliability_diagram  # noqa: E402
-from calbench.plots.simplex import calibration_data, calibration_map  # noqa: E402
-from calbench.runner.cell import (  # noqa: E402
+from calbench.errors import CalbenchError
+from calbench.plots.cd_diagram import cd_diagram
+from calbench.plots.ks import ece_variance_scatter, ks_curves
+from calbench.plots.reliability import reliability_diagram
+from calbench.plots.simplex import calibration_data, calibration_map
+from calbench.runner.cell import (
     build_calibrator,
     fit_selected,
     load_configured_dataset,
 )
-from calbench.runner.store import ResultStore  # noqa: E402
-from calbench.simplex import probs_to_logits  # noqa: E402
-from calbench.tables.cli import metric_direction  # noqa: E402
+from calbench.runner.store import ResultStore
+from calbench.simplex import probs_to_logits
+from calbench.tables.cli import metric_direction
 from calbench.tables.statistics import friedman  # noqa: E402
 
 RELIABILITY_METHODS = ("uncal", "ts", "dir", "kernel_dir_h01")
@@ -57,17 +56,6 @@ def experiment_config(experiment: str, *overrides: str):
 def swept_methods(experiment: str) -> list[str]:
     params = experiment_config(experiment).hydra.sweeper.params or {}
     return [m.strip() for m in str(params.get("method", "")).split(",") if m.strip()]
-
-
-def _save(fig, out_dir: Path, name: str, formats) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        path = out_dir / f"{name}.{fmt}"
-        fig.savefig(path, dpi=160, bbox_inches="tight")
-        paths.append(path)
-    plt.close(fig)
-    return paths
 
 
 def fitted_methods(experiment: str, methods: list[str]):
@@ -107,7 +95,7 @@ def simplex_figures(experiment: str, out_dir: Path, formats, methods=None) -> li
         )
     for ax in axes[n:]:
         ax.set_axis_off()
-    paths = _save(fig, out_dir, f"{experiment}_simplex_maps", formats)
+    paths = save_figure(fig, out_dir, f"{experiment}_simplex_maps", formats)
 
     shown = [m for m in RELIABILITY_METHODS if m in models]
     fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.2), squeeze=False)
@@ -118,14 +106,14 @@ def simplex_figures(experiment: str, out_dir: Path, formats, methods=None) -> li
             axes[1, j], probs, dataset.y_test, class_index=0, title=f"{method}: class 1"
         )
     fig.tight_layout()
-    paths += _save(fig, out_dir, f"{experiment}_reliability", formats)
+    paths += save_figure(fig, out_dir, f"{experiment}_reliability", formats)
 
     fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.0), squeeze=False)
     for j, method in enumerate(shown):
         probs = models[method].predict_proba(dataset.logits_test)
         ks_curves(axes[0, j], axes[1, j], probs, dataset.y_test, title=method)
     fig.tight_layout()
-    return paths + _save(fig, out_dir, f"{experiment}_ks_curves", formats)
+    return paths + save_figure(fig, out_dir, f"{experiment}_ks_curves", formats)
 
 
 def cd_figures(
@@ -151,7 +139,7 @@ def cd_figures(
         result = friedman(table, direction(metric))
         fig, ax = plt.subplots(figsize=(7, 2.2 + 0.15 * table.shape[1]))
         cd_diagram(ax, result, title=f"{experiment}: {metric}")
-        paths += _save(fig, out_dir, f"{experiment}_cd_{metric}", formats)
+        paths += save_figure(fig, out_dir, f"{experiment}_cd_{metric}", formats)
     return paths
 
 
@@ -174,7 +162,7 @@ def ece_variance_figure(experiment, results_dir, out_dir, formats, rows=None) ->
     fig, ax = plt.subplots(figsize=(5, 4))
     ece_variance_scatter(ax, table)
     ax.set_title(f"{experiment}: log ECE vs variance (Hoki Fig. 3)", fontsize=9)
-    return _save(fig, out_dir, f"{experiment}_ece_vs_variance", formats)
+    return save_figure(fig, out_dir, f"{experiment}_ece_vs_variance", formats)
 
 
 def write_figures(

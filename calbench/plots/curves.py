@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-import matplotlib.pyplot as plt
-
+from calbench.plots.output import plt
 from calbench.tables.curves import line_label
 
 

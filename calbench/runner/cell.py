@@ -42,19 +42,25 @@ CELL_KEYS = (
 def cell_config(cfg: DictConfig) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)  # once, not once per key
     cell = {key: resolved[key] for key in CELL_KEYS}
-    if not _criterion_keys(cell["method"]):
+    method = cell["method"]
+    calibrator = make_calibrator(method["calibrator"], **(method.get("params") or {}))
+    if not _criterion_keys(calibrator.get_params(), method):
         # The criterion cannot change this method's numbers: a sweep over criteria runs
         # it once (the other points find it in the store) and labels it "none".
         cell["criterion"] = {"name": "none"}
     return cell
 
 
-def _criterion_keys(method: dict) -> list[str]:
-    """The method's calibrator parameters (nested steps included) the run's criterion
-    sets; a criterion the method's own YAML fixes (ETS and IROvA-TS fit on the MSE) is kept."""
-    params = method.get("params") or {}
-    accepted = make_calibrator(method["calibrator"], **params).get_params()
-    return [k for k in accepted if k.split("__")[-1] == "criterion" and k not in params]
+def _steps_taking(accepted, name: str) -> list[str]:
+    """The calibrator parameters called ``name``, those of nested steps included."""
+    return [k for k in accepted if k.split("__")[-1] == name]
+
+
+def _criterion_keys(accepted, method: dict) -> list[str]:
+    """The calibrator parameters the run's criterion sets; a criterion the method's own
+    YAML fixes (ETS and IROvA-TS fit on the MSE) is kept."""
+    fixed = method.get("params") or {}
+    return [k for k in _steps_taking(accepted, "criterion") if k not in fixed]
 
 
 def load_configured_dataset(cfg: DictConfig) -> Dataset:
@@ -133,13 +139,13 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset, task: DecisionTask | Non
     accepted = calibrator.get_params()
     # Hand the criterion (and the known true map) to every step that takes one, nested
     # steps of a composition included.
-    criterion_keys = _criterion_keys(method)
+    criterion_keys = _criterion_keys(accepted, method)
     if criterion_keys:
         spec = criterion_spec(cfg, dataset.n_classes, task, eps)
         calibrator.set_params(**{k: spec for k in criterion_keys})
     calibrator.set_params(
-        **{k: dataset.true_map for k in accepted if k.split("__")[-1] == "true_map"},
-        **{k: cfg.get("device", "cpu") for k in accepted if k.split("__")[-1] == "device"},
+        **{k: dataset.true_map for k in _steps_taking(accepted, "true_map")},
+        **{k: cfg.get("device", "cpu") for k in _steps_taking(accepted, "device")},
     )
     criterion = cfg.criterion.name if criterion_keys else "none"
     grid = dict(method.get("grid") or {})

@@ -95,12 +95,8 @@ def write_tables(
 def _write_curves(spec, rows, direction, results_dir: Path, formats, echo) -> list[Path]:
     """A ``risk_curve`` spec: the full curves as CSV, the condensed table in the other
     formats, and the figure (PNG and PDF) under ``figures/``."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # headless: figures are files
-    import matplotlib.pyplot as plt
-
     from calbench.plots.curves import risk_curve_figure
+    from calbench.plots.output import save_figure
 
     frame = curve_frame(spec, rows)
     table = build_table(spec, rows, direction)
@@ -110,13 +106,7 @@ def _write_curves(spec, rows, direction, results_dir: Path, formats, echo) -> li
         text = frame.to_csv(index=False) if fmt == "csv" else RENDERERS[fmt](table)
         atomic_write_text(path, text)
         written.append(path)
-    fig = risk_curve_figure(spec, frame)
-    for fmt in ("png", "pdf"):
-        path = results_dir / "figures" / f"{spec['name']}.{fmt}"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=160, bbox_inches="tight")
-        written.append(path)
-    plt.close(fig)
+    written += save_figure(risk_curve_figure(spec, frame), results_dir / "figures", spec["name"])
     if echo:
         print(RENDERERS["md"](table))
     return written
