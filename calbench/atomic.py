@@ -6,6 +6,7 @@ a temporary file in the target's directory, flushed to disk, then renamed over t
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import tempfile
@@ -14,19 +15,37 @@ from pathlib import Path
 import numpy as np
 
 
-def atomic_write_bytes(path, data: bytes) -> None:
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_tmp_path(path):
+    """Yield a temporary path beside ``path``; on success it is renamed over ``path``.
+
+    mkstemp creates files readable by their owner alone; the finished file gets the mode any
+    other tool would give it under the user's umask, so a shared results folder stays shared.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    with atomic_tmp_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_text(path, text: str) -> None:

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -21,3 +23,22 @@ def overconfident_logits(rng, n, k, scale=3.0):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+#: The published data beside the repository (CI and the project's machines have it; a
+#: user's clone usually does not): Kull et al.'s logit pickles and UCI files.
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def published_logits(tmp_path_factory):
+    """A data folder holding the published pickles that ``shared/data/logits`` has,
+    installed the way a user installs them: ``calbench data fetch all --from DIR``."""
+    source = SHARED_DATA / "logits"
+    if not source.is_dir():
+        pytest.skip(f"the published logits are not here ({source} is absent)")
+    from calbench.data.cli import fetch
+
+    data_dir = tmp_path_factory.mktemp("published")
+    fetch(["all"], data_dir, progress=False, source_dir=source)
+    return data_dir

@@ -2,6 +2,8 @@
 
 import hashlib
 import pickle
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -9,8 +11,9 @@ import numpy as np
 import pytest
 
 from calbench.data import load_dataset
-from calbench.data.cli import list_sets
+from calbench.data.cli import fetch, list_sets, verify
 from calbench.data.fetch import download, recorded_checksums
+from calbench.data.registry import registered_sets
 from calbench.errors import CalbenchError
 
 PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
@@ -60,7 +63,7 @@ def test_download_verifies_records_and_renames(server, tmp_path):
 
 
 def test_checksum_mismatch_is_refused(server, tmp_path):
-    with pytest.raises(CalbenchError, match="Refused x.bin: its SHA-256 is"):
+    with pytest.raises(CalbenchError, match="Refused x.bin from .*: its SHA-256 is"):
         download(server, tmp_path / "x.bin", "0" * 64, progress=False)
     assert not (tmp_path / "x.bin").exists() and not (tmp_path / "x.bin.part").exists()
 
@@ -98,21 +101,91 @@ def _pickle(path, rng):
         pickle.dump(((z[:10], y[:10]), (z[10:], y[10:])), f)
 
 
-def test_pickles_load_only_when_known_or_trusted(tmp_path, rng):
+def test_pickles_load_only_when_published_or_trusted(tmp_path, rng):
     _pickle(tmp_path / "mine.p", rng)
     with pytest.raises(CalbenchError, match="Refusing to unpickle .* dataset.trusted=true"):
         load_dataset("kull_pickle", path=tmp_path / "mine.p")
     assert load_dataset("kull_pickle", path=tmp_path / "mine.p", trusted=True).n_classes == 3
+    # No trust on first use: a file calbench downloaded without a published sum stays refused.
     fetched = tmp_path / "fetched"
     download((tmp_path / "mine.p").as_uri(), fetched / "mine.p", progress=False)
-    assert load_dataset("kull_pickle", path=fetched / "mine.p").n_classes == 3
+    with pytest.raises(CalbenchError, match="not a published sum"):
+        load_dataset("kull_pickle", path=fetched / "mine.p")
+
+
+def test_registered_set_refuses_other_bytes(tmp_path, rng):
+    """A registered set's file must be the published one, whatever else the registry knows."""
+    _pickle(tmp_path / "probs_densenet40_c10_logits.p", rng)
+    out = subprocess.run(
+        [sys.executable, "-m", "calbench.cli", "run", "dataset=c10_densenet40"]
+        + [f"data_dir={tmp_path}", f"results_dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "not the published file's" in out.stderr and "calbench data fetch" in out.stderr
+    assert any("differs from the published one" in problem for problem in verify(tmp_path))
+    rows = {r[0]: r for r in list_sets(tmp_path)}
+    assert rows["c10_densenet40"][5] == "CHECKSUM MISMATCH"
+
+
+def test_fetch_from_a_local_folder_verifies_and_installs(tmp_path, rng, capsys):
+    source, data = tmp_path / "mirror", tmp_path / "data"
+    source.mkdir()
+    _pickle(source / "probs_densenet40_c10_logits.p", rng)  # same name, other bytes
+    with pytest.raises(CalbenchError, match="Refused probs_densenet40_c10_logits.p from .*mirror"):
+        fetch(["c10_densenet40"], data, source_dir=source)
+    assert not (data / "probs_densenet40_c10_logits.p").exists()
+    with pytest.raises(CalbenchError, match="does not exist"):
+        fetch(["c10_resnet110"], data, source_dir=source)
+    with pytest.raises(CalbenchError, match="no such folder"):
+        fetch(["all"], data, source_dir=tmp_path / "nowhere")
+
+
+def test_fetch_tries_each_source_in_turn(server, tmp_path, monkeypatch):
+    from calbench.data import cli as data_cli
+    from calbench.data.registry import RegisteredFile, RegisteredSet
+
+    dead = "http://127.0.0.1:9/absent"  # the discard port: refused at once
+    entry = RegisteredFile(name="x.bin", sha256=DIGEST, bytes=len(PAYLOAD), urls=[dead, server])
+    fake = {"x": RegisteredSet("x", "logits", 3, 1, 1, [], [entry])}
+    monkeypatch.setattr(data_cli, "registered_sets", lambda: fake)
+    data_cli.fetch(["x"], tmp_path, progress=False)
+    assert (tmp_path / "x.bin").read_bytes() == PAYLOAD
+
+
+def test_published_logits_have_their_lfs_checksums():
+    """Every pickle of NN_calibration's LFS store is registered with its sum, size and both
+    sources (the sums are the LFS object ids, listed in shared/data/published_logits.tsv)."""
+    files = {f.name: f for s in registered_sets().values() for f in s.files}
+    published = files["probs_densenet40_c10_logits.p"]
+    assert published.sha256 == (
+        "4d23b6ba266f62fc3dddb702dc74b7d629f7a6615b9e304904cee93a6992c1d5"
+    )
+    assert published.bytes == 720341
+    assert any("media.githubusercontent.com" in u for u in published.urls)
+    assert any("caltrain_data" in u for u in published.urls)
+    with_sums = [f for f in files.values() if f.name.startswith("probs_") and f.sha256]
+    assert len(with_sums) == 11
 
 
 def test_data_list_on_a_fresh_machine(tmp_path):
     rows = {r[0]: r for r in list_sets(tmp_path)}
     assert rows["c10_densenet40"][5] == "absent"
-    assert rows["c10_densenet40"][6] == "calbench data fetch c10_densenet40"
-    assert "valk_real" in rows["c10_densenet40"][7]
+    assert rows["c10_densenet40"][6] == "4d23b6ba266f"
+    assert rows["c10_densenet40"][7] == "calbench data fetch c10_densenet40"
+    assert "valk_real" in rows["c10_densenet40"][8]
     assert rows["synthetic_dirichlet"][5] == "available"
-    assert rows["ham10000"][6].startswith("user-supplied")
+    assert rows["ham10000"][7].startswith("user-supplied")
     assert {"imgnet_resnet152", "svhn_resnet152_SD", "c100_lenet5"} <= set(rows)
+
+
+def test_published_densenet_installs_from_the_shared_folder(published_logits):
+    """The real file, installed by `data fetch all --from`, verifies and loads as registered."""
+    rows = {r[0]: r for r in list_sets(published_logits)}
+    assert rows["c10_densenet40"][5] == "present"
+    sha = registered_sets()["c10_densenet40"].files[0].sha256
+    ds = load_dataset(
+        "kull_pickle", path=published_logits / "probs_densenet40_c10_logits.p", sha256=sha
+    )
+    assert ds.logits_cal.shape == (5000, 10) and ds.logits_test.shape == (10000, 10)

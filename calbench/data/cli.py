@@ -1,6 +1,8 @@
-"""``calbench data list | fetch NAME|all | verify | has NAME...``: the registered data sets
-on this machine. ``has`` exits with status 1 (and says why) unless every named set can be
-used, so scripts can fall back to a stand-in."""
+"""``calbench data list | fetch NAME|all [--from DIR] | verify | has NAME...``: the registered
+data sets on this machine. ``fetch`` downloads each file from its sources in turn, or with
+``--from DIR`` copies it from a local folder, and installs it only if its SHA-256 is the
+registry's. ``has`` exits with status 1 (and says why) unless every named set can be used,
+so scripts can fall back to a stand-in."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import importlib.util
 
 from tabulate import tabulate
 
-from calbench.data.fetch import download, record_checksum, sha256_of
+from pathlib import Path
+
+from calbench.data.fetch import download, install_from
 from calbench.data.registry import experiments_using, file_status, registered_sets
 from calbench.errors import CalbenchError
 
@@ -29,12 +33,12 @@ def set_status(name, reg, data_dir) -> tuple[str, str]:
     if states == {"present"}:
         status = "present"
     elif states <= {"present", "present-unverified"}:
-        status = "present (checksum not yet recorded)"
+        status = "present (no published checksum: dataset.trusted=true to use it)"
     elif "mismatch" in states:
         status = "CHECKSUM MISMATCH"
     else:
         status = "absent"
-    fetchable = all(f.url for f in reg.files)
+    fetchable = all(f.urls for f in reg.files)
     return status, f"calbench data fetch {name}" if fetchable else reg.note or "user-supplied"
 
 
@@ -44,6 +48,7 @@ def list_sets(data_dir) -> list[list[str]]:
     for name, reg in registered_sets().items():
         status, how = set_status(name, reg, data_dir)
         sizes = f"{reg.n_cal}/{reg.n_test}" if reg.n_cal else "-"
+        sums = ",".join((f.sha256 or "unknown")[:12] for f in reg.files) or "-"
         rows.append(
             [
                 name,
@@ -52,11 +57,25 @@ def list_sets(data_dir) -> list[list[str]]:
                 sizes,
                 ",".join(reg.papers),
                 status,
+                sums,
                 how,
                 ",".join(using.get(name, [])),
             ]
         )
     return rows
+
+
+LIST_HEADERS = [
+    "data set",
+    "kind",
+    "classes",
+    "cal/test",
+    "papers",
+    "status",
+    "sha256",
+    "how to get it",
+    "experiments",
+]
 
 
 def usable(names, data_dir) -> list[str]:
@@ -72,38 +91,74 @@ def usable(names, data_dir) -> list[str]:
     return problems
 
 
-def fetch(names, data_dir, progress=True) -> None:
+def _fetch_file(f, name, data_dir, source_dir, progress) -> str:
+    """Install one registered file; returns what happened, in words."""
+    dest = Path(data_dir) / f.name
+    if source_dir is not None:
+        install_from(Path(source_dir) / f.name, dest, f.sha256)
+        how = f"copied from {source_dir}"
+    else:
+        if not f.urls:
+            raise CalbenchError(f"{name}: no download source known; supply {f.name} yourself.")
+        failures = []
+        for url in f.urls:  # the registry's sources in turn: one may be over quota or gone
+            try:
+                download(url, dest, f.sha256, progress=progress)
+                break
+            except CalbenchError as exc:
+                failures.append(str(exc))
+        else:
+            raise CalbenchError(f"{name}: every source failed: " + " | ".join(failures))
+        how = f"downloaded from {url}"
+    check = "SHA-256 verified" if f.sha256 else "no published SHA-256 to verify against"
+    return f"{f.name}: {how}, {check}"
+
+
+def fetch(names, data_dir, progress=True, source_dir=None) -> None:
+    """Install the named sets (``all``: every set with a source) into ``data_dir``,
+    downloading them, or from ``source_dir`` where given (``all`` then takes the sets
+    whose files are all in that folder and says which it skipped)."""
     sets = registered_sets()
+    if source_dir is not None and not Path(source_dir).is_dir():
+        raise CalbenchError(f"--from {source_dir}: no such folder.")
     if names == ["all"]:
-        names = [n for n, s in sets.items() if s.files and all(f.url for f in s.files)]
+        if source_dir is None:
+            names = [n for n, s in sets.items() if s.files and all(f.urls for f in s.files)]
+        else:
+            names = []
+            for n, s in sets.items():
+                if s.files and all((Path(source_dir) / f.name).is_file() for f in s.files):
+                    names.append(n)
+            if not names:
+                raise CalbenchError(f"No registered data file is in {source_dir}.")
+            skipped = sorted(set(sets) - set(names))
+            print(f"from {source_dir}: {len(names)} set(s); not there: {len(skipped)}")
     for name in names:
         if name not in sets:
             raise CalbenchError(f"Unknown data set {name!r}; `calbench data list` shows them.")
         for f in sets[name].files:
             if file_status(f, data_dir) == "present":
-                print(f"{f.name}: present, checksum verified")
+                print(f"{f.name}: present, SHA-256 verified")
                 continue
-            if not f.url:
-                raise CalbenchError(f"{name}: {sets[name].note or 'no download source known'}")
-            path = download(f.url, f"{data_dir}/{f.name}", f.sha256, progress=progress)
-            print(f"{f.name}: fetched to {path}, sha256 {sha256_of(path)}")
+            print(_fetch_file(f, name, data_dir, source_dir, progress))
 
 
 def verify(data_dir) -> list[str]:
-    """Checksum every present registered file; returns the problems found."""
+    """Report every registered file-backed set (verified / absent / mismatch / no sum);
+    returns the problems found (mismatches)."""
     problems = []
     for name, reg in registered_sets().items():
         for f in reg.files:
             status = file_status(f, data_dir)
             if status == "mismatch":
-                problems.append(f"{f.name} ({name}): SHA-256 differs from the known one")
+                problems.append(f"{f.name} ({name}): SHA-256 differs from the published one")
+                print(f"{name}: {f.name} MISMATCH (not the published file)")
             elif status == "present-unverified":
-                record_checksum(data_dir, f.name, sha256_of(f"{data_dir}/{f.name}"))
-                print(
-                    f"{f.name}: no checksum known; recorded the present file's (trust on first use)"
-                )
+                print(f"{name}: {f.name} present, no published SHA-256 (dataset.trusted=true)")
             elif status == "present":
-                print(f"{f.name}: ok")
+                print(f"{name}: {f.name} present, SHA-256 verified")
+            else:
+                print(f"{name}: {f.name} absent")
     return problems
 
 
@@ -112,23 +167,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument("command", choices=["list", "fetch", "verify", "has"])
     parser.add_argument("names", nargs="*", help="data set names for fetch (or all) and has")
     parser.add_argument("--data-dir", default="data")
+    parser.add_argument(
+        "--from",
+        dest="source_dir",
+        default=None,
+        help="fetch: copy the files from this local folder instead of downloading them",
+    )
     args = parser.parse_args(argv)
     if args.command == "list":
-        print(
-            tabulate(
-                list_sets(args.data_dir),
-                headers=[
-                    "data set",
-                    "kind",
-                    "classes",
-                    "cal/test",
-                    "papers",
-                    "status",
-                    "how to get it",
-                    "experiments",
-                ],
-            )
-        )
+        print(tabulate(list_sets(args.data_dir), headers=LIST_HEADERS))
     elif args.command == "has":
         if not args.names:
             raise CalbenchError("Name the data sets to check: calbench data has NAME...")
@@ -140,7 +187,7 @@ def main(argv: list[str]) -> None:
     elif args.command == "fetch":
         if not args.names:
             raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")
-        fetch(args.names, args.data_dir)
+        fetch(args.names, args.data_dir, source_dir=args.source_dir)
     else:
         problems = verify(args.data_dir)
         if problems:

@@ -3,9 +3,10 @@
 A download streams into ``<file>.part`` with a progress bar; an interrupted one resumes
 from the bytes it has (HTTP Range) or restarts when the server ignores the range. The
 finished file is checked against its SHA-256 (refused and deleted on mismatch) and only
-then renamed into place, so a half-downloaded file is never read as data. Checksums of
-files calbench fetched are recorded in ``<data_dir>/.checksums.json``: they are what the
-pickle loader trusts.
+then renamed into place, so a half-downloaded file is never read as data. `install_from`
+does the same from a local folder (offline machines, tests, CI). The sums of the files
+calbench fetched are recorded in ``<data_dir>/.checksums.json`` as provenance (and as the
+cache key of generated stand-ins); the pickle loader trusts only the registry's sums.
 """
 
 from __future__ import annotations
@@ -44,6 +45,32 @@ def record_checksum(data_dir, filename: str, digest: str) -> None:
     checksums = recorded_checksums(data_dir)
     checksums[filename] = digest
     atomic_write_text(Path(data_dir) / CHECKSUMS, json.dumps(checksums, indent=1, sort_keys=True))
+
+
+def _refuse(name: str, digest: str, expected: str, where: str) -> CalbenchError:
+    return CalbenchError(
+        f"Refused {name} from {where}: its SHA-256 is {digest}, the registry expects {expected}. "
+        "It is not the published file (corrupted, truncated, or another version)."
+    )
+
+
+def install_from(source, dest, sha256: str | None = None) -> Path:
+    """Copy ``source`` to ``dest`` through a temporary file, verifying ``sha256`` first."""
+    import shutil
+
+    from calbench.atomic import atomic_tmp_path
+
+    source, dest = Path(source), Path(dest)
+    if not source.is_file():
+        raise CalbenchError(f"{source} does not exist; nothing to install.")
+    digest = sha256_of(source)
+    if sha256 and digest != sha256:
+        raise _refuse(dest.name, digest, sha256, str(source.parent))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_tmp_path(dest) as tmp:
+        shutil.copyfile(source, tmp)
+    record_checksum(dest.parent, dest.name, digest)
+    return dest
 
 
 def download(
@@ -98,10 +125,7 @@ def download(
     digest = sha256_of(part)
     if sha256 and digest != sha256:
         part.unlink()
-        raise CalbenchError(
-            f"Refused {dest.name}: its SHA-256 is {digest}, the registry expects {sha256}. "
-            "The download was deleted; the source may have changed or been corrupted."
-        )
+        raise _refuse(dest.name, digest, sha256, url)
     os.replace(part, dest)
     record_checksum(dest.parent, dest.name, digest)
     return dest

@@ -75,25 +75,34 @@ def load_npz(path, name: str | None = None) -> Dataset:
     )
 
 
-def load_kull_pickle(path, name: str | None = None, trusted: bool = False) -> Dataset:
+def load_kull_pickle(
+    path, name: str | None = None, trusted: bool = False, sha256: str | None = None
+) -> Dataset:
     """Read Kull et al.'s ``((logits_val, y_val), (logits_test, y_test))`` pickle.
 
     The published files (``probs_<model>_<data>_logits.p``) hold logits despite the name.
-    Unpickling can run code, so only files whose SHA-256 the registry lists or that
-    ``calbench data fetch`` downloaded are opened, unless ``trusted=True``
-    (``dataset.trusted=true``) says you vouch for the file.
+    Unpickling can run code, so a file is opened only if its SHA-256 is ``sha256`` (the
+    registry's sum of a registered set) or, where none is given, one of the registry's
+    published sums, unless ``trusted=True`` (``dataset.trusted=true``) says you vouch for it.
     """
     p = _existing_file(path, "pickle dataset")
     if not trusted:
         from calbench.data.fetch import sha256_of
-        from calbench.data.registry import trusted_checksums
+        from calbench.data.registry import published_checksums
 
         digest = sha256_of(p)
-        if digest not in trusted_checksums(p.parent):
+        if sha256 is not None and digest != sha256:
+            raise CalbenchError(
+                f"Refusing to unpickle {str(p)!r}: its SHA-256 ({digest[:16]}...) is not the "
+                f"published file's ({sha256[:16]}...), so it is another or a damaged file. "
+                "Fetch it again (calbench data fetch NAME), or pass dataset.trusted=true if "
+                "you vouch for this one."
+            )
+        if sha256 is None and digest not in published_checksums():
             raise CalbenchError(
                 f"Refusing to unpickle {str(p)!r}: unpickling runs code, and its SHA-256 "
-                f"({digest[:16]}...) is neither in the registry nor recorded by `calbench data "
-                "fetch`. If you trust the file, pass dataset.trusted=true."
+                f"({digest[:16]}...) is not a published sum the registry knows. If you trust "
+                "the file, pass dataset.trusted=true."
             )
     try:
         with open(p, "rb") as f:

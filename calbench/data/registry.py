@@ -11,8 +11,13 @@ A block looks like::
       papers: [Kull, Valk]
       files:
         - name: probs_densenet40_c10_logits.p
-          url: https://...     # null: not publicly downloadable; supply the file yourself
-          sha256: null         # null: not yet recorded; the first fetch records it
+          sha256: 4d23...      # the published sum; null: none is known (see below)
+          bytes: 720341
+          urls: [https://..., https://...]   # tried in order; []: supply the file yourself
+
+No trust on first use: a registered file counts as present only when its SHA-256 equals the
+registry's; a file whose sum the registry does not know is never unpickled unless the user
+passes ``dataset.trusted=true``.
 """
 
 from __future__ import annotations
@@ -23,14 +28,15 @@ from pathlib import Path
 
 import yaml
 
-from calbench.data.fetch import recorded_checksums, sha256_of
+from calbench.data.fetch import sha256_of
 
 
 @dataclass
 class RegisteredFile:
     name: str
-    url: str | None = None
     sha256: str | None = None
+    bytes: int | None = None
+    urls: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,17 +95,16 @@ def experiments_using() -> dict[str, list[str]]:
 
 
 def file_status(registered: RegisteredFile, data_dir) -> str:
-    """present (checksum known and equal), present-unverified, mismatch, or absent."""
+    """present (the registry's checksum, equal), present-unverified (no checksum known),
+    mismatch, or absent."""
     path = Path(data_dir) / registered.name
     if not path.is_file():
         return "absent"
-    expected = registered.sha256 or recorded_checksums(data_dir).get(registered.name)
-    if expected is None:
+    if registered.sha256 is None:
         return "present-unverified"
-    return "present" if sha256_of(path) == expected else "mismatch"
+    return "present" if sha256_of(path) == registered.sha256 else "mismatch"
 
 
-def trusted_checksums(data_dir) -> set[str]:
-    """SHA-256 sums of files the registry lists or calbench fetched into ``data_dir``."""
-    known = {f.sha256 for s in registered_sets().values() for f in s.files if f.sha256}
-    return known | set(recorded_checksums(data_dir).values())
+def published_checksums() -> set[str]:
+    """The SHA-256 sums the registry lists: the only files unpickled without trusted=true."""
+    return {f.sha256 for s in registered_sets().values() for f in s.files if f.sha256}

@@ -48,6 +48,9 @@ def to_superclasses(dataset: Dataset, fine_to_coarse, class_names=None) -> Datas
     )
 
 
-def load_superclass_pickle(path, fine_to_coarse, class_names=None, trusted: bool = False):
+def load_superclass_pickle(
+    path, fine_to_coarse, class_names=None, trusted: bool = False, sha256: str | None = None
+):
     """Kull et al.'s fine-class CIFAR-100 pickle, summed into superclasses."""
-    return to_superclasses(load_kull_pickle(path, trusted=trusted), fine_to_coarse, class_names)
+    fine = load_kull_pickle(path, trusted=trusted, sha256=sha256)
+    return to_superclasses(fine, fine_to_coarse, class_names)

@@ -63,12 +63,19 @@ def _criterion_keys(accepted, method: dict) -> list[str]:
     return [k for k in _steps_taking(accepted, "criterion") if k not in fixed]
 
 
+def _loader_options(loader: str):
+    return inspect.signature(LOADERS[loader]).parameters if loader in LOADERS else {}
+
+
 def load_configured_dataset(cfg: DictConfig) -> Dataset:
     options = OmegaConf.to_container(cfg.dataset, resolve=True)
-    options.pop("registry", None)  # provenance for `calbench data`, not a loader option
+    registry = options.pop("registry", None) or {}
     loader = options.pop("loader")
+    files = registry.get("files") or []
+    if len(files) == 1 and files[0].get("sha256") and "sha256" in _loader_options(loader):
+        options["sha256"] = files[0]["sha256"]  # a registered set's file must be the published one
     display_name = options.pop("name", None)
-    takes_name = loader in LOADERS and "name" in inspect.signature(LOADERS[loader]).parameters
+    takes_name = "name" in _loader_options(loader)
     if display_name and takes_name:
         options["name"] = display_name  # the loader names its cache files by it
     dataset = load_dataset(loader, **options)
