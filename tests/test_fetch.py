@@ -159,9 +159,7 @@ def test_published_logits_have_their_lfs_checksums():
     sources (the sums are the LFS object ids, listed in shared/data/published_logits.tsv)."""
     files = {f.name: f for s in registered_sets().values() for f in s.files}
     published = files["probs_densenet40_c10_logits.p"]
-    assert published.sha256 == (
-        "4d23b6ba266f62fc3dddb702dc74b7d629f7a6615b9e304904cee93a6992c1d5"
-    )
+    assert published.sha256 == ("4d23b6ba266f62fc3dddb702dc74b7d629f7a6615b9e304904cee93a6992c1d5")
     assert published.bytes == 720341
     assert any("media.githubusercontent.com" in u for u in published.urls)
     assert any("caltrain_data" in u for u in published.urls)

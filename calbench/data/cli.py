@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+from pathlib import Path
 
 from tabulate import tabulate
-
-from pathlib import Path
 
 from calbench.data.fetch import download, install_from
 from calbench.data.registry import experiments_using, file_status, registered_sets
