@@ -18,15 +18,21 @@ def small(rng):
     return p_cal, y_cal, p_test
 
 
-def _brute_force(p_cal, y_cal, p_test, weight_fn, epsilon):
-    """Valk 3.3-3.4 written one test point at a time, straight from the formulas."""
+def _brute_force(p_cal, y_cal, p_test, weight_fn, epsilon, cropping="outside"):
+    """Valk 3.3-3.4 written one test point at a time, straight from the formulas; cropped as
+    Valk's code's force_p_to_simplex (only entries outside [0, 1] move) or, with
+    ``cropping="clip"``, as his Algorithm 2 as printed."""
     errors = p_cal - np.eye(p_cal.shape[1])[y_cal]
     out = []
     for p in p_test:
         w = weight_fn(p)
         w = w / w.sum()
         q = p - (w[:, None] * errors).sum(axis=0)
-        q = np.minimum(np.maximum(q, epsilon), 1 - epsilon)
+        if cropping == "clip":
+            q = np.minimum(np.maximum(q, epsilon), 1 - epsilon)
+        else:
+            q = q.copy()
+            q[q < 0], q[q > 1] = epsilon, 1 - epsilon
         out.append(q / q.sum())
     return np.array(out)
 
@@ -53,20 +59,53 @@ def test_knn_matches_brute_force(small, name, metric, k):
     np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=1e-12)
 
 
-def _dirichlet_pdf(p, q, h):
+def _dirichlet_weights(p_cal, h, alpha_from):
+    """scipy's Dirichlet density, centred (alpha = p / h + 1) on the calibration point as
+    Valk's code's dirichlet_log_kernel, or on the test point as the thesis' formula."""
     from scipy.stats import dirichlet
 
-    return dirichlet.pdf(q, p / h + 1)
+    def weights(p):
+        if alpha_from == "calibration":
+            log_w = np.array([dirichlet.logpdf(p, q / h + 1) for q in p_cal])
+        else:
+            log_w = np.array([dirichlet.logpdf(q, p / h + 1) for q in p_cal])
+        return np.exp(log_w - log_w.max())
+
+    return weights
 
 
+@pytest.mark.parametrize("alpha_from", ["calibration", "test"])
 @pytest.mark.parametrize("h", [0.05, 0.3, 2.0])
-def test_dirichlet_kernel_matches_scipy_density(small, h):
+def test_dirichlet_kernel_matches_scipy_density(small, h, alpha_from):
     p_cal, y_cal, p_test = small
-    cal = make_calibrator("kernel_dir", bandwidth=h).fit(probs_to_logits(p_cal), y_cal)
-    ref = _brute_force(
-        p_cal, y_cal, p_test, lambda p: np.array([_dirichlet_pdf(p, q, h) for q in p_cal]), 1e-4
-    )
+    cal = make_calibrator("kernel_dir", bandwidth=h, dirichlet_alpha=alpha_from)
+    cal.fit(probs_to_logits(p_cal), y_cal)
+    ref = _brute_force(p_cal, y_cal, p_test, _dirichlet_weights(p_cal, h, alpha_from), 1e-4)
     np.testing.assert_allclose(cal.predict_proba(probs_to_logits(p_test)), ref, atol=1e-10)
+
+
+def test_the_two_dirichlet_centres_differ(small):
+    """Would have caught the kernel centred on the wrong point."""
+    p_cal, y_cal, p_test = small
+    out = {
+        a: make_calibrator("kernel_dir", bandwidth=0.3, dirichlet_alpha=a)
+        .fit(probs_to_logits(p_cal), y_cal)
+        .predict_proba(probs_to_logits(p_test))
+        for a in ("calibration", "test")
+    }
+    assert np.abs(out["calibration"] - out["test"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("cropping", ["outside", "clip"])
+def test_cropping_modes_against_brute_force(small, cropping):
+    """Valk's code moves only entries outside [0, 1]; the printed Algorithm 2 clips all."""
+    p_cal, y_cal, p_test = small
+    cal = make_calibrator("knn_kl", n_neighbors=3, epsilon=1e-2, cropping=cropping)
+    out = cal.fit(probs_to_logits(p_cal), y_cal).predict_proba(probs_to_logits(p_test))
+    ref = _brute_force(p_cal, y_cal, p_test, _knn_weights(p_cal, 3, "kl"), 1e-2, cropping)
+    np.testing.assert_allclose(out, ref, atol=1e-12)
+    small_entries = (out < 0.5e-2).any()
+    assert small_entries == (cropping == "outside")  # clip lifts every entry to >= ~eps
 
 
 @pytest.mark.parametrize("gamma", [0.5, 30.0, 3000.0])

@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
-from scipy.interpolate import CubicSpline
 
 from calbench import metrics
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.spline import replace_top
+from calbench.calibrators.hoki import replace_top
 from calbench.errors import CalbenchError
 
 
@@ -22,18 +21,34 @@ def _natural_basis_esl(x, knots):
     return np.column_stack(columns)
 
 
-def test_least_squares_natural_spline_matches_an_independent_basis(synthetic):
+def _gupta_reference(scores, hits, knots, new_scores):
+    """Gupta's recalibrate.py written out with an independent spline basis: least squares of
+    the cumulative (accuracy - score) at linspace fractiles, its derivative added back to the
+    sorted scores, then linear interpolation of new scores (end values beyond)."""
+    order = np.argsort(scores, kind="stable")
+    s, n = scores[order], len(scores)
+    t = np.linspace(0.0, 1.0, n)
+    gap = np.cumsum(hits[order] - s) / n
+    coef, *_ = np.linalg.lstsq(_natural_basis_esl(t, knots), gap, rcond=None)
+    # d/dt of the ESL basis, by central differences on the fitted function (independent of
+    # the calibrator's CubicSpline derivative)
+    step = 1e-6
+    fitted = lambda x: _natural_basis_esl(np.clip(x, 0, 1), knots) @ coef  # noqa: E731
+    slope = (fitted(t + step) - fitted(t - step)) / (2 * step)
+    slope[0] = (fitted(t[:1] + step) - fitted(t[:1]))[0] / step
+    slope[-1] = (fitted(t[-1:]) - fitted(t[-1:] - step))[0] / step
+    return np.clip(np.interp(new_scores, s, s + slope), 0, 1)
+
+
+def test_top1_spline_is_guptas_recalibration(synthetic):
     cal = make_calibrator("spline", n_knots=7).fit(synthetic.logits_cal, synthetic.y_cal)
     p = synthetic.probs_cal
-    order = np.argsort(p.max(axis=1), kind="stable")
-    correct = (p.argmax(axis=1) == synthetic.y_cal)[order]
-    n = len(correct)
-    t = np.arange(1, n + 1) / n
-    h = np.cumsum(correct) / n
-    basis = _natural_basis_esl(t, cal.knots_)
-    coef, *_ = np.linalg.lstsq(basis, h, rcond=None)
-    ours = CubicSpline(cal.knots_, cal.knot_values_[0], bc_type="natural")(t)
-    np.testing.assert_allclose(ours, basis @ coef, atol=1e-10)
+    hits = (p.argmax(axis=1) == synthetic.y_cal).astype(float)
+    new = synthetic.probs_test.max(axis=1)[:2000]
+    ref = _gupta_reference(p.max(axis=1), hits, cal.knots_, new)
+    np.testing.assert_allclose(cal.recalibrate(new), ref, atol=1e-6)
+    out = cal.predict_proba(synthetic.logits_test[:2000])
+    np.testing.assert_allclose(out.max(axis=1), ref, atol=1e-6)  # the vector carries it
 
 
 def test_spline_brings_ks_near_zero_and_keeps_accuracy(synthetic):
@@ -62,6 +77,18 @@ def test_too_many_knots_for_the_data_is_clear(rng):
         make_calibrator("spline", n_knots=14).fit(rng.normal(size=(20, 3)), np.arange(20) % 3)
 
 
+def _feasible_second(out, wanted):
+    """Rows where a second value ``wanted`` fits a vector with the output's top value: below
+    the top and the mass left, and large enough for the rest to fit under it."""
+    top, k = out.max(axis=1), out.shape[1]
+    margin = 1 - 1e-6
+    return (
+        (wanted < top * margin)
+        & (wanted < (1 - top) * margin)
+        & (wanted > (1 - top) / (k - 1) / margin)
+    )
+
+
 def test_top2_spline_calibrates_the_second_score_and_keeps_the_ranking(rng):
     from calbench.simplex import softmax
     from tests.conftest import overconfident_logits
@@ -71,23 +98,55 @@ def test_top2_spline_calibrates_the_second_score_and_keeps_the_ranking(rng):
     top1 = make_calibrator("spline", ranks=1).fit(z, y)
     top2 = make_calibrator("spline", ranks=2).fit(z, y)
     # The second spline is Gupta's fit on the second-largest score against "label = 2nd".
-    p = softmax(z)
+    p, pt = softmax(z), softmax(zt)
     second = np.sort(p, axis=1)[:, -2]
-    hit = np.argsort(-p, axis=1, kind="stable")[:, 1] == y
-    order = np.argsort(second, kind="stable")
-    t = np.arange(1, len(y) + 1) / len(y)
-    basis = _natural_basis_esl(t, top2.knots_)
-    coef, *_ = np.linalg.lstsq(basis, np.cumsum(hit[order]) / len(y), rcond=None)
-    ours = CubicSpline(top2.knots_, top2.knot_values_[1], bc_type="natural")(t)
-    np.testing.assert_allclose(ours, basis @ coef, atol=1e-10)
+    hit = (np.argsort(-p, axis=1, kind="stable")[:, 1] == y).astype(float)
+    ref = _gupta_reference(second, hit, top2.knots_, np.sort(pt, axis=1)[:, -2])
     out = top2.predict_proba(zt)
     np.testing.assert_allclose(out.sum(axis=1), 1, atol=1e-12)
-    ranked = np.argsort(-softmax(zt), axis=1, kind="stable")[:, :2]
+    ranked = np.argsort(-pt, axis=1, kind="stable")[:, :2]
     np.testing.assert_array_equal(np.argsort(-out, axis=1, kind="stable")[:, :2], ranked)
     np.testing.assert_allclose(out.max(axis=1), top1.predict_proba(zt).max(axis=1))
-    before = metrics.ks_error(top1.predict_proba(zt), yt, mode="top", r=2)
+    # The output's second value is the second spline's wherever a vector with this ranking
+    # can carry it (water-filling).
+    feasible = _feasible_second(out, ref)
+    assert feasible.mean() > 0.9
+    np.testing.assert_allclose(np.sort(out, axis=1)[feasible, -2], ref[feasible], atol=1e-6)
+    before = metrics.ks_error(pt, yt, mode="top", r=2)
     after = metrics.ks_error(out, yt, mode="top", r=2)
     assert after < 0.01 < before
+
+
+def test_top2_spline_on_near_one_hot_rows_is_finite_and_on_the_simplex(rng):
+    """Runner-up probabilities in the subnormal range (or exactly 0) once gave NaN rows."""
+    from tests.conftest import overconfident_logits
+
+    z, y = overconfident_logits(rng, 3000, 10)
+    cal = make_calibrator("spline", ranks=2).fit(z, y)
+    zt = rng.normal(size=(6, 10))
+    zt[:, 0] += np.array([700.0, 740.0, 745.0, 800.0, 60.0, 5.0])  # p2 ~ 1e-304 ... 0
+    out = cal.predict_proba(zt)
+    assert np.isfinite(out).all() and (out >= 0).all()
+    np.testing.assert_allclose(out.sum(axis=1), 1, atol=1e-12)
+    assert (out.argmax(axis=1) == 0).all()
+
+
+def test_top2_floor_rarely_binds_on_real_shaped_data(rng):
+    """The order-keeping floor used to bind in most rows and made top-2 KS worse than
+    uncalibrated; water-filling leaves the calibrated second value in (nearly) every row."""
+    from calbench.simplex import softmax
+    from tests.conftest import overconfident_logits
+
+    z, y = overconfident_logits(rng, 5000, 10, scale=4.0)
+    zt, yt = overconfident_logits(rng, 5000, 10, scale=4.0)
+    cal = make_calibrator("spline", ranks=2).fit(z, y)
+    out = cal.predict_proba(zt)
+    wanted = cal.recalibrate(np.sort(softmax(zt), axis=1)[:, -2], rank=2)
+    feasible = _feasible_second(out, wanted)
+    assert feasible.mean() > 0.9
+    np.testing.assert_allclose(np.sort(out, axis=1)[feasible, -2], wanted[feasible], atol=1e-9)
+    uncal = metrics.ks_error(softmax(zt), yt, mode="top", r=2)
+    assert metrics.ks_error(out, yt, mode="top", r=2) < uncal
 
 
 def test_within_top2_spline_calibrates_the_top2_total(rng):

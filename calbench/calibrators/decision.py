@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.neighbourhood import crop, default_epsilon
+from calbench.calibrators.neighbourhood import CROPPINGS, crop, default_epsilon
 from calbench.device import resolve_device
-from calbench.errors import check_int
+from calbench.errors import check_choice, check_int
 from calbench.simplex import softmax
 
 
@@ -38,6 +38,9 @@ class DecisionCalibrator(Calibrator):
         Standard deviation of the noise on the partition logits during the search.
     epsilon : float or None
         Cropping constant; None takes Valk's default for the number of classes.
+    cropping : {"outside", "clip"}
+        How outputs return to the simplex (`calbench.calibrators.neighbourhood.crop`):
+        ``outside`` as Valk's code, ``clip`` as his Algorithm 2 as printed.
     random_state : int
     device : str
         Where the partitions are searched: ``cpu``, ``cuda`` (CPU with a warning when no GPU
@@ -54,6 +57,7 @@ class DecisionCalibrator(Calibrator):
         learning_rate=1e-2,
         noise=0.1,
         epsilon=None,
+        cropping="outside",
         random_state=0,
         device="cpu",
     ):
@@ -63,11 +67,13 @@ class DecisionCalibrator(Calibrator):
         self.learning_rate = learning_rate
         self.noise = noise
         self.epsilon = epsilon
+        self.cropping = cropping
         self.random_state = random_state
         self.device = device
 
     def _fit(self, logits, y):
         n_decisions = check_int(self.n_decisions, "n_decisions", "dec", minimum=2)
+        check_choice(self.cropping, "cropping", "dec", CROPPINGS)
         n_iterations = check_int(self.n_iterations, "n_iterations", "dec", minimum=0)
         steps = check_int(self.n_steps, "n_steps", "dec")
         gen = torch.Generator().manual_seed(int(self.random_state))
@@ -113,4 +119,4 @@ class DecisionCalibrator(Calibrator):
         return out
 
     def _predict_proba(self, logits):
-        return crop(self.adjusted(softmax(logits)), self.epsilon_)
+        return crop(self.adjusted(softmax(logits)), self.epsilon_, self.cropping)

@@ -17,8 +17,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.neighbourhood import crop, default_epsilon
-from calbench.errors import CalbenchError, check_int
+from calbench.calibrators.neighbourhood import CROPPINGS, crop, default_epsilon
+from calbench.errors import CalbenchError, check_choice, check_int
 from calbench.simplex import softmax
 
 
@@ -30,18 +30,23 @@ class RandomCalibrationForest(Calibrator):
         Leaves per tree, a power of two (Valk's grid is 2^1 .. 2^12).
     epsilon : float or None
         Cropping constant; None takes Valk's default for the number of classes.
+    cropping : {"outside", "clip"}
+        How outputs return to the simplex (`calbench.calibrators.neighbourhood.crop`):
+        ``outside`` as Valk's code, ``clip`` as his Algorithm 2 as printed.
     random_state : int
     """
 
     input_kind = "probabilities"
 
-    def __init__(self, n_trees=250, n_bins=32, epsilon=None, random_state=0):
+    def __init__(self, n_trees=250, n_bins=32, epsilon=None, cropping="outside", random_state=0):
         self.n_trees = n_trees
         self.n_bins = n_bins
         self.epsilon = epsilon
+        self.cropping = cropping
         self.random_state = random_state
 
     def _fit(self, logits, y):
+        check_choice(self.cropping, "cropping", "forest", CROPPINGS)
         check_int(self.n_trees, "n_trees", "forest")
         n_bins = check_int(self.n_bins, "n_bins", "forest")
         depth = n_bins.bit_length() - 1
@@ -104,4 +109,4 @@ class RandomCalibrationForest(Calibrator):
             counts = np.bincount(leaf_cal, minlength=n_leaves)
             leaves = self._leaves(t, probs)
             correction += sums[leaves] / counts[leaves, None]
-        return crop(probs - correction / self.n_trees, self.epsilon_)
+        return crop(probs - correction / self.n_trees, self.epsilon_, self.cropping)

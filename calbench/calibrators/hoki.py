@@ -16,8 +16,7 @@ only the spread is searched: Gaussian standard deviations and uniform widths ove
 paper's (0, 20]. The search runs on at most ``search_size`` seeded examples.
 
 Hoki calibrates the top-1 confidence only; the other classes share the remaining mass in
-their original proportions (`calbench.calibrators.spline.replace_top`, which keeps every
-predicted class).
+their original proportions (`replace_top`, which keeps every predicted class).
 """
 
 from __future__ import annotations
@@ -25,9 +24,37 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.spline import replace_top
 from calbench.errors import CalbenchError, check_choice, check_int
 from calbench.simplex import softmax
+
+
+def replace_top(probs: np.ndarray, top_values: np.ndarray) -> np.ndarray:
+    """Set each row's top probability to ``top_values``; scale the others to fill the rest.
+
+    A top value so low that a rescaled runner-up would overtake it, ``c < p2 / (r + p2)`` with
+    r the other classes' mass,
+    is raised just above that bound, so the predicted class (and accuracy) never changes.
+    """
+    rows = np.arange(len(probs))
+    top = probs.argmax(axis=1)
+    # The others' mass summed directly: 1 - p1 cancels catastrophically when p1 is near 1.
+    rest = probs.sum(axis=1, where=np.arange(probs.shape[1]) != top[:, None])
+    p2 = np.sort(probs, axis=1)[:, -2]
+    bound = p2 / np.maximum(rest + p2, np.finfo(float).tiny)
+    # 1e-12 above the bound survives the rescaling's rounding, where one ulp did not.
+    top_values = np.where(top_values > bound + 1e-12, top_values, bound + 1e-12)
+    top_values = np.minimum(top_values, 1.0)
+    # (Near) one-hot rows, whose other mass is below any usable scale (subnormal or 0),
+    # spread the freed mass evenly over the other classes instead.
+    lone = rest < 1e-300
+    out = probs * ((1.0 - top_values) / np.where(lone, 1.0, rest))[:, None]
+    out[rows, top] = top_values
+    if lone.any():
+        k = probs.shape[1]
+        out[lone] = ((1.0 - top_values[lone]) / (k - 1))[:, None]
+        out[rows[lone], top[lone]] = top_values[lone]
+    return out
+
 
 #: Spreads searched (Gaussian sigma, uniform width), over the paper's (0, 20].
 DEFAULT_SPREADS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0)

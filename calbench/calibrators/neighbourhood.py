@@ -7,15 +7,25 @@ estimates it as a weighted mean of ``p_i - y_i`` over the calibration set:
 
     \hat c(p) = \mathrm{crop}\Big(p - \sum_i w_i(p)\,(p_i - y_i)\Big), \qquad \sum_i w_i(p) = 1
 
+``crop`` is Valk's code's ``force_p_to_simplex`` (``cropping="outside"``, the default): entries
+below 0 become :math:`\epsilon`, above 1 become :math:`1 - \epsilon`, then the row is
+renormalised; entries inside [0, 1] stay as they are. The thesis' Algorithm 2 as printed
+clips every entry into :math:`[\epsilon, 1 - \epsilon]` (``cropping="clip"``), which also
+moves the many small probabilities below :math:`\epsilon` and changes log-losses.
+
 - ``knn_kl`` / ``knn_euc`` (Valk 3.3): uniform weights on the k nearest calibration points by
   :math:`d_{KL}(p, p_i)` or Euclidean distance.
 - ``kernel_rbf`` (Valk 3.4): :math:`w_i \propto \exp(-\gamma \|p - p_i\|^2)`.
-- ``kernel_dir`` (Valk 3.4): the Dirichlet density with :math:`\alpha_j = p_j / h + 1` at
-  :math:`p_i`. Its normaliser depends on p alone, so
-  :math:`w_i \propto \exp(\frac1h \sum_j p_j \ln p_{ij})`.
+- ``kernel_dir`` (Valk 3.4): a Dirichlet density. Valk's code (``dirichlet_log_kernel``)
+  centres it on the calibration point, :math:`\alpha_{ij} = p_{ij}/h + 1`, at the test
+  point: :math:`\ln w_i = \frac1h \sum_j p_{ij} \ln p_j - \sum_j \ln\Gamma(p_{ij}/h + 1)
+  + \mathrm{const}` (``dirichlet_alpha="calibration"``, the default).
+  The thesis' formula puts :math:`\alpha_j = p_j/h + 1` at the test point and evaluates it at
+  :math:`p_i`, whose normaliser depends on p alone: :math:`w_i \propto \exp(\frac1h \sum_j
+  p_j \ln p_{ij})` (``dirichlet_alpha="test"``).
 
-Both the KL divergence (up to a term constant in i) and the Dirichlet kernel are the matrix
-product :math:`P_{test} (\ln P_{cal})^\top`; the Euclidean ones use
+Both the KL divergence (up to a term constant in i) and the Dirichlet kernels are matrix
+products of :math:`P` and :math:`\ln P` across the two sets; the Euclidean ones use
 :math:`\|p\|^2 - 2 p \cdot p_i + \|p_i\|^2`. Test points are processed in chunks, so memory
 stays near ``chunk x n_cal`` floats. ``ln p_i`` comes from the log-softmax of the logits, so
 exact zeros (data given as probabilities) enter as ``ln(2.2e-308)``: finite, and far.
@@ -24,18 +34,29 @@ exact zeros (data given as probabilities) enter as ``ln(2.2e-308)``: finite, and
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import gammaln
 
 from calbench.calibrators.base import Calibrator
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, check_choice
 from calbench.simplex import log_softmax
 
 # Distance matrix entries per chunk (~64 MB of float64).
 _CHUNK_ENTRIES = 8_000_000
 
 
-def crop(probs: np.ndarray, epsilon: float) -> np.ndarray:
-    """Valk Algorithm 2: clip every value to [epsilon, 1 - epsilon], then renormalise."""
-    out = np.clip(probs, epsilon, 1.0 - epsilon)
+CROPPINGS = ("outside", "clip")
+
+
+def crop(probs: np.ndarray, epsilon: float, cropping: str = "outside") -> np.ndarray:
+    """Bring corrected predictions back onto the simplex, then renormalise.
+
+    ``outside`` (Valk's code): only entries below 0 or above 1 move, to epsilon and
+    1 - epsilon. ``clip`` (Valk's Algorithm 2 as printed): every entry into [epsilon, 1 - epsilon].
+    """
+    if cropping == "clip":
+        out = np.clip(probs, epsilon, 1.0 - epsilon)
+    else:
+        out = np.where(probs < 0, epsilon, np.where(probs > 1, 1.0 - epsilon, probs))
     return out / out.sum(axis=1, keepdims=True)
 
 
@@ -53,6 +74,7 @@ class NeighbourhoodCalibrator(Calibrator):
         pass
 
     def _fit(self, logits, y):
+        check_choice(self.cropping, "cropping", type(self).__name__, CROPPINGS)
         self._check()
         self.log_probs_ = log_softmax(logits)
         self.probs_ = np.exp(self.log_probs_)
@@ -64,7 +86,8 @@ class NeighbourhoodCalibrator(Calibrator):
             default_epsilon(logits.shape[1]) if self.epsilon is None else float(self.epsilon)
         )
 
-    def _weights(self, probs_chunk: np.ndarray) -> np.ndarray:
+    def _weights(self, block: np.ndarray, log_block: np.ndarray) -> np.ndarray:
+        """Weights (chunk x n_cal, rows summing to 1) of test probabilities ``block``."""
         raise NotImplementedError
 
     def _squared_distances(self, block: np.ndarray) -> np.ndarray:
@@ -73,13 +96,14 @@ class NeighbourhoodCalibrator(Calibrator):
         return self.sq_norms_[None, :] - 2.0 * (block @ self.probs_.T)
 
     def _predict_proba(self, logits):
-        probs = np.exp(log_softmax(logits))
+        log_probs = log_softmax(logits)
+        probs = np.exp(log_probs)
         chunk = max(1, _CHUNK_ENTRIES // len(self.probs_))
         out = np.empty_like(probs)
         for start in range(0, len(probs), chunk):
-            block = probs[start : start + chunk]
-            out[start : start + chunk] = block - self._weights(block) @ self.errors_
-        return crop(out, self.epsilon_)
+            part = slice(start, start + chunk)
+            out[part] = probs[part] - self._weights(probs[part], log_probs[part]) @ self.errors_
+        return crop(out, self.epsilon_, self.cropping)
 
 
 class KNNCalibrator(NeighbourhoodCalibrator):
@@ -93,12 +117,15 @@ class KNNCalibrator(NeighbourhoodCalibrator):
         ``kl`` ranks calibration points by :math:`d_{KL}(p, p_i)`.
     epsilon : float or None
         Cropping constant; None takes `default_epsilon`.
+    cropping : {"outside", "clip"}
+        See `crop`.
     """
 
-    def __init__(self, n_neighbors=512, metric="kl", epsilon=None):
+    def __init__(self, n_neighbors=512, metric="kl", epsilon=None, cropping="outside"):
         self.n_neighbors = n_neighbors
         self.metric = metric
         self.epsilon = epsilon
+        self.cropping = cropping
 
     def _check(self):
         if self.metric not in ("kl", "euclidean"):
@@ -119,7 +146,7 @@ class KNNCalibrator(NeighbourhoodCalibrator):
             return -(block @ self.log_probs_.T)
         return self._squared_distances(block)
 
-    def _weights(self, block):
+    def _weights(self, block, log_block):
         k = self.n_neighbors_
         dist = self._distances(block)
         weights = np.zeros_like(dist)
@@ -141,22 +168,47 @@ class KernelCalibrator(NeighbourhoodCalibrator):
         ``gamma`` of the RBF kernel, or ``h`` of the Dirichlet kernel; > 0.
     epsilon : float or None
         Cropping constant; None takes `default_epsilon`.
+    cropping : {"outside", "clip"}
+        See `crop`.
+    dirichlet_alpha : {"calibration", "test"}
+        Which point the Dirichlet kernel's parameters come from (module docstring):
+        ``calibration`` as Valk's code, ``test`` as the thesis' formula.
     """
 
-    def __init__(self, kernel="dirichlet", bandwidth=0.1, epsilon=None):
+    def __init__(
+        self,
+        kernel="dirichlet",
+        bandwidth=0.1,
+        epsilon=None,
+        cropping="outside",
+        dirichlet_alpha="calibration",
+    ):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.epsilon = epsilon
+        self.cropping = cropping
+        self.dirichlet_alpha = dirichlet_alpha
 
     def _check(self):
-        if self.kernel not in ("rbf", "dirichlet"):
-            raise CalbenchError(f"kernel must be 'rbf' or 'dirichlet'; got {self.kernel!r}.")
+        check_choice(self.kernel, "kernel", "KernelCalibrator", ("rbf", "dirichlet"))
+        check_choice(
+            self.dirichlet_alpha, "dirichlet_alpha", "KernelCalibrator", ("calibration", "test")
+        )
         if not float(self.bandwidth) > 0:
             raise CalbenchError(f"The kernel bandwidth must be > 0; got {self.bandwidth!r}.")
 
-    def _weights(self, block):
-        if self.kernel == "dirichlet":
-            log_w = (block @ self.log_probs_.T) / float(self.bandwidth)
+    def _fit(self, logits, y):
+        super()._fit(logits, y)
+        # ln of the Dirichlet normaliser centred on each calibration point, up to the
+        # Gamma(1/h + k) all of them share.
+        self.log_gamma_sums_ = gammaln(self.probs_ / float(self.bandwidth) + 1.0).sum(axis=1)
+
+    def _weights(self, block, log_block):
+        h = float(self.bandwidth)
+        if self.kernel == "dirichlet" and self.dirichlet_alpha == "calibration":
+            log_w = (log_block @ self.probs_.T) / h - self.log_gamma_sums_[None, :]
+        elif self.kernel == "dirichlet":
+            log_w = (block @ self.log_probs_.T) / h
         else:
             log_w = -float(self.bandwidth) * self._squared_distances(block)
         # Normalised weights are a softmax over calibration points: stable for any bandwidth.
