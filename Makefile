@@ -2,7 +2,7 @@
 PYTHON ?= python
 RESULTS ?= results
 
-.PHONY: install run test test-slow lint tables ho figures report bench clean
+.PHONY: install run test test-slow lint tables ho figures report reproduce bench clean
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
@@ -55,6 +55,18 @@ figures:
 # One Markdown page per experiment with results: tables, figures, provenance.
 report:
 	calbench report valk_synthetic --results-dir $(RESULTS)
+
+# The papers' published numbers beside calbench's, for every preset with published numbers
+# whose data are present in $(DATA) (FROM=DIR first installs the files found in DIR, e.g.
+# FROM=../shared/data/logits): results/reproduction/PRESET.md|csv.
+REPRODUCE_PRESETS = gupta_ks kull_deepnet valk_real
+FROM ?=
+
+reproduce:
+	@for preset in $(REPRODUCE_PRESETS); do \
+	  calbench reproduce $$preset --if-present --data-dir $(DATA) --results-dir $(RESULTS) \
+	    $(if $(FROM),--from $(FROM)) || exit 1; \
+	done
 
 bench:
 	$(PYTHON) benchmarks/bench_dirichlet.py --out $(RESULTS)/bench

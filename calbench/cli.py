@@ -21,6 +21,7 @@ commands:
   tables [OPTIONS]       write ranked tables from the results store (`calbench tables -h`)
   figures [OPTIONS]      simplex maps, reliability and CD diagrams (`calbench figures -h`)
   report EXPERIMENT      one Markdown page with the experiment's tables and figures
+  reproduce PRESET       run a paper preset on the data present; published vs calbench report
   data list|fetch|verify the papers' data sets: what is present, download, checksums
 """
 
@@ -69,6 +70,10 @@ def main(argv: list[str] | None = None) -> None:
             from calbench.data.cli import main as data_main
 
             data_main(rest)
+        elif command == "reproduce":
+            from calbench.reproduce.cli import main as reproduce_main
+
+            reproduce_main(rest)
         elif command == "report":
             from calbench.report import main as report_main
 

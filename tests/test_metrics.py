@@ -263,3 +263,57 @@ def test_kde_ece_vanishes_when_calibrated_and_sees_a_constant_gap(rng):
     values = [kde_ece(*predictor(n, 0.0)) for n in (1000, 100_000)]
     assert values[1] < values[0] and values[1] < 0.005
     assert kde_ece(*predictor(100_000, 0.1)) == pytest.approx(0.1, abs=0.01)
+
+
+def _kull_binary_ece(p, y, bins=15):
+    """Kull et al.'s binary_ECE (experiments_dnn utility/evaluation.py), loop for loop."""
+    idx = np.digitize(p, np.linspace(0, 1, bins)) - 1
+    total = 0.0
+    for i in np.unique(idx):
+        in_bin = idx == i
+        total += abs(p[in_bin].mean() - y[in_bin].mean()) * in_bin.sum() / len(p)
+    return total
+
+
+def test_classwise_ece_digitize_sum_is_kulls_deep_net_measure(rng):
+    probs = rng.dirichlet([0.3] * 6, 3000)
+    probs[:5] = np.eye(6)[:5]  # p == 1 has its own bin in numpy.digitize
+    y = rng.integers(0, 6, 3000)
+    onehot = np.eye(6)[y]
+    ref = sum(_kull_binary_ece(probs[:, j], onehot[:, j]) for j in range(6))
+    ours = metrics.classwise_ece(probs, y, n_bins=15, binning="digitize", reduction="sum")
+    assert ours == pytest.approx(ref, rel=1e-12)
+    mean = metrics.classwise_ece(probs, y, n_bins=15, binning="digitize")
+    assert mean == pytest.approx(ref / 6, rel=1e-12)
+
+
+def test_log_loss_clip_is_scikit_learn_before_1_5(rng):
+    """eps-clipping then renormalising each row, as sklearn.metrics.log_loss(eps=1e-15) did."""
+    probs = rng.dirichlet([0.2] * 4, 500)
+    probs[0] = [1.0, 0.0, 0.0, 0.0]
+    y = rng.integers(0, 4, 500)
+    y[0] = 1  # a zero probability on the label
+    eps = 1e-15
+    clipped = np.clip(probs, eps, 1 - eps)
+    clipped /= clipped.sum(axis=1, keepdims=True)
+    ref = -np.mean(np.log(clipped[np.arange(500), y]))
+    assert metrics.log_loss(probs, y, clip=eps) == pytest.approx(ref, rel=1e-13)
+    assert metrics.log_loss(probs, y) > metrics.log_loss(probs, y, clip=eps)  # 708 vs 34.5
+    with pytest.raises(CalbenchError, match="'clip' parameter of log_loss"):
+        metrics.log_loss(probs, y, clip=0.7)
+
+
+def test_average_loss_gap_with_valks_draws(rng):
+    """Valk's generate_normal_cost_matrices + loss_gap, written out."""
+    probs = rng.dirichlet([1.0] * 5, 400)
+    y = rng.integers(0, 5, 400)
+    np.random.seed(0)
+    costs = np.random.normal(0, 1, 5 * 2 * 50).reshape((50, 2, 5))
+    decisions = np.argmin(np.einsum("pc,mdc->mpd", probs, costs), axis=2)
+    picked = costs[np.arange(50)[:, None], decisions]
+    onehot = np.eye(5)[y]
+    gap = np.abs(
+        np.mean(np.sum(picked * onehot, axis=2), 1) - np.mean(np.sum(picked * probs, 2), 1)
+    )
+    ours = metrics.average_loss_gap(probs, y, n_losses=50, seed=0, draws="valk")
+    assert ours == pytest.approx(gap.mean(), rel=1e-12)

@@ -52,7 +52,7 @@ def test_offline_mlp_is_overconfident_like_a_cnn():
 def test_data_list_shows_offline_sets_as_available(tmp_path):
     rows = {r[0]: r for r in list_sets(tmp_path)}
     for name in ("offline_letter_mlp", "offline_satimage_mlp", "offline_optdigits_mlp"):
-        assert rows[name][5] == "available" and "valk_offline" in rows[name][7]
+        assert rows[name][5] == "available" and "valk_offline" in rows[name][8]
 
 
 def test_too_small_a_set_is_clear():

@@ -160,3 +160,23 @@ def test_within_top2_spline_calibrates_the_top2_total(rng):
     assert (out.argmax(axis=1) == z.argmax(axis=1)).all()
     before = metrics.ks_error(softmax(z), y, mode="within_top", r=2)
     assert metrics.ks_error(out, y, mode="within_top", r=2) < 0.3 * before
+
+
+def test_within_top2_alone_carries_guptas_recalibrated_total(rng):
+    """ranks=0: the summed top-2 score alone, as Gupta's Table 4 (every row carries it)."""
+    from calbench.simplex import softmax
+    from tests.conftest import overconfident_logits
+
+    z, y = overconfident_logits(rng, 5000, 10, scale=4.0)
+    zt, yt = overconfident_logits(rng, 5000, 10, scale=4.0)
+    cal = make_calibrator("spline", n_knots=14, ranks=0, within_top=2).fit(z, y)
+    p, pt = softmax(z), softmax(zt)
+    ranked = np.argsort(-p, axis=1, kind="stable")[:, :2]
+    hits = (ranked == y[:, None]).any(axis=1).astype(float)
+    summed = np.sort(pt, axis=1)[:, -2:].sum(axis=1)
+    ref = _gupta_reference(np.sort(p, axis=1)[:, -2:].sum(axis=1), hits, cal.knots_, summed)
+    out = cal.predict_proba(zt)
+    np.testing.assert_allclose(np.sort(out, axis=1)[:, -2:].sum(axis=1), ref, atol=1e-6)
+    top2 = np.argsort(-pt, axis=1, kind="stable")[:, :2]
+    np.testing.assert_array_equal(np.argsort(-out, axis=1, kind="stable")[:, :2], top2)
+    np.testing.assert_allclose(out.sum(axis=1), 1, atol=1e-12)

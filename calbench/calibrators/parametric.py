@@ -204,7 +204,9 @@ class MatrixScaling(ParametricCalibrator):
         \lambda \frac{1}{k(k-1)} \sum_{i \ne j} w_{ij}^2 + \mu \frac{1}{k} \sum_j b_j^2
 
     L2 penalises all weights but not the intercept, ``lambda * sum_ij w_ij^2``, which is
-    scikit-learn's multinomial ``LogisticRegression`` with ``C = 1 / (2 n lambda)``.
+    scikit-learn's multinomial ``LogisticRegression`` with ``C = 1 / (2 n lambda)``; with
+    ``penalise_intercept=True`` also ``lambda * sum_j b_j^2``, as the Keras Dir-L2 of Kull
+    et al.'s deep-net experiments (``l2(lambda)`` on kernel and bias).
 
     Parameters
     ----------
@@ -213,6 +215,8 @@ class MatrixScaling(ParametricCalibrator):
         Weight of the (off-diagonal) weight penalty.
     reg_mu : float
         Weight of the intercept penalty (ODIR only).
+    penalise_intercept : bool
+        L2 only: penalise the intercept with ``reg_lambda`` too.
     criterion : str
         What to minimise, see `calbench.criteria`.
     solver : {"auto", "newton", "lbfgs"}
@@ -231,10 +235,12 @@ class MatrixScaling(ParametricCalibrator):
         tol=1e-6,
         warm_start=False,
         solver="auto",
+        penalise_intercept=False,
     ):
         self.regularization = regularization
         self.reg_lambda = reg_lambda
         self.reg_mu = reg_mu
+        self.penalise_intercept = penalise_intercept
         self.criterion = criterion
         self.max_iter = max_iter
         self.tol = tol
@@ -257,7 +263,7 @@ class MatrixScaling(ParametricCalibrator):
         )
         weights = np.zeros((k, k + 1))
         if kind == "l2":
-            weights[:, :k] = self.reg_lambda
+            weights[:, : k + 1 if self.penalise_intercept else k] = self.reg_lambda
         elif kind == "odir":
             weights[:, :k] = self.reg_lambda / (k * (k - 1))
             weights[np.arange(k), np.arange(k)] = 0.0
@@ -293,6 +299,9 @@ class MatrixScaling(ParametricCalibrator):
             self.regularization, "regularization", type(self).__name__, ("none", "l2", "odir")
         )
         w, b = params["coef_"], params["intercept_"]
+        if kind == "l2" and self.penalise_intercept:
+            value = self.reg_lambda * ((w**2).sum() + (b**2).sum())
+            return value, {"coef_": 2 * self.reg_lambda * w, "intercept_": 2 * self.reg_lambda * b}
         if kind == "l2":
             return self.reg_lambda * (w**2).sum(), {"coef_": 2 * self.reg_lambda * w}
         if kind == "odir":

@@ -82,6 +82,23 @@ def water_fill(weights: np.ndarray, total: np.ndarray, cap: np.ndarray) -> np.nd
     return np.where(np.isfinite(filled), filled, cap[:, None])
 
 
+def floor_fill(weights: np.ndarray, total: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Split each row's ``total`` in proportion to ``weights``, none below the row's
+    ``floor``: the smallest are raised to it and the others scaled down to make up the
+    rest (the mirror of `water_fill`). Rows need ``total >= n_columns * floor``."""
+    n, m = weights.shape
+    w = np.maximum(weights, _TINY_WEIGHT)
+    order = np.argsort(w, axis=1, kind="stable")
+    sorted_w = np.take_along_axis(w, order, axis=1)
+    tails = np.cumsum(sorted_w[:, ::-1], axis=1)[:, ::-1]  # sum of columns t.. (ascending)
+    raised = np.arange(m)[None, :]
+    scale = (total[:, None] - raised * floor[:, None]) / tails
+    fits = scale * sorted_w >= floor[:, None]
+    first = np.where(fits.any(axis=1), fits.argmax(axis=1), m - 1)
+    s = scale[np.arange(n), first]
+    return np.maximum(w * s[:, None], floor[:, None])
+
+
 def set_ranked_value(out, ranked, r: int, value) -> np.ndarray:
     """Give each row's r-th ranked class (0-based) ``value``, keep the ranks above it, and
     share the rest below it by `water_fill`; the value is moved into the feasible range."""
@@ -112,10 +129,14 @@ class SplineCalibrator(Calibrator):
     ranks : int
         Recalibrate the top-``ranks`` scores, each by its own spline of the r-th largest
         score against "the label is the r-th class" (Gupta sec. 4.2's top-r calibration).
+        0 (only with ``within_top``): recalibrate the summed top-w score alone.
     within_top : int or None
         Also fit a spline of the summed top-w scores against "the label is among the top w"
         (Gupta's within-top-w calibration, their Table 4) and give the top-w classes that
-        total; the top class keeps its value, the others share in proportion.
+        total: with ``ranks >= 1`` the top class keeps its calibrated value and the others
+        of the top w share the rest; with ``ranks=0`` the top w share it in proportion to
+        their probabilities, as Gupta's code recalibrates the summed score on its own (a
+        calibrated top-1 value and a calibrated top-2 total often fit no single vector).
     """
 
     input_kind = "probabilities"
@@ -127,7 +148,7 @@ class SplineCalibrator(Calibrator):
 
     def _fit(self, logits, y):
         n_knots = check_int(self.n_knots, "n_knots", "spline", minimum=2)
-        ranks = check_int(self.ranks, "ranks", "spline")
+        ranks = check_int(self.ranks, "ranks", "spline", minimum=0 if self.within_top else 1)
         probs = softmax(logits)
         if ranks > probs.shape[1]:
             raise CalbenchError(f"spline: ranks={ranks} exceeds the {probs.shape[1]} classes.")
@@ -165,11 +186,36 @@ class SplineCalibrator(Calibrator):
         """Calibrated r-th largest probabilities for raw r-th scores (rank 1: confidence)."""
         return self._apply(self.maps_[rank - 1], scores)
 
+    def _within_alone(self, probs, ranked, out):
+        """Give the top-w classes their calibrated total T, in proportion to their
+        probabilities but none below the share the other classes then need, (1 - T) over
+        their number (`floor_fill`); the other classes share 1 - T below the smallest."""
+        w = int(self.within_top)
+        members, rest = ranked[:, :w], ranked[:, w:]
+        n_rest = rest.shape[1]
+        mem = np.take_along_axis(out, members, axis=1)
+        target = self._apply(self.within_, mem.sum(axis=1))
+        if not n_rest:
+            return out
+        room = n_rest * (1 - _MARGIN)
+        total = np.clip(target, w / (w + room), 1.0)  # w floors must fit in the total
+        share = floor_fill(mem, total, (1.0 - total) / room)
+        np.put_along_axis(out, members, share, axis=1)
+        filled = water_fill(
+            np.take_along_axis(out, rest, axis=1),
+            np.maximum(1.0 - total, 0.0),
+            share.min(axis=1) * (1 - _MARGIN),
+        )
+        np.put_along_axis(out, rest, filled, axis=1)
+        return out
+
     def _within(self, probs, ranked, out):
         """Give the top-w classes their calibrated total: the top class keeps its value, the
         others of the top w share the rest of the total below it, the remaining classes
         share what is left below the smallest of them (all by `water_fill`)."""
         w = int(self.within_top)
+        if not self.maps_:
+            return self._within_alone(probs, ranked, out)
         rows = np.arange(len(probs))
         top = out[rows, ranked[:, 0]]
         members, rest = ranked[:, 1:w], ranked[:, w:]

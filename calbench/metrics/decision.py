@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.decision import check_loss_matrix, risk
-from calbench.errors import CalbenchError, check_int
+from calbench.errors import CalbenchError, check_choice, check_int
 from calbench.metrics._checks import probs_and_labels, probs_pair
 
 # Losses per chunk: keeps each (n, chunk) array near 40 MB at n = 100000.
@@ -13,12 +13,15 @@ _CHUNK = 50
 
 
 def average_loss_gap(
-    probs, y=None, *, true_probs=None, n_losses=500, n_decisions=2, seed=0
+    probs, y=None, *, true_probs=None, n_losses=500, n_decisions=2, seed=0, draws="default_rng"
 ) -> float:
     r"""Mean over random losses of ``|predicted expected loss - true expected loss|``.
 
     Each loss matrix ``L`` (k x n_decisions) has i.i.d. N(0, 1) entries, drawn from
-    ``numpy.random.default_rng(seed)`` so every method is scored on the same losses. With
+    ``numpy.random.default_rng(seed)`` so every method is scored on the same losses
+    (``draws="valk"``: the very matrices of Valk's tables, ``numpy.random.seed(seed)`` then
+    ``numpy.random.normal(0, 1, n_losses * n_decisions * k)`` shaped (n_losses,
+    n_decisions, k), as his ``generate_normal_cost_matrices``). With
     Bayes decisions :math:`d_i = \arg\min_d (p_i L)_d`:
 
     .. math::
@@ -36,7 +39,13 @@ def average_loss_gap(
         p, labels = probs_and_labels(probs, y, "average_loss_gap")
     else:
         raise CalbenchError("average_loss_gap needs labels y or true_probs.")
-    losses = np.random.default_rng(seed).standard_normal((n_losses, p.shape[1], n_decisions))
+    check_choice(draws, "draws", "average_loss_gap", ("default_rng", "valk"))
+    k = p.shape[1]
+    if draws == "valk":
+        flat = np.random.RandomState(seed).normal(0.0, 1.0, n_losses * n_decisions * k)
+        losses = flat.reshape(n_losses, n_decisions, k).transpose(0, 2, 1)
+    else:
+        losses = np.random.default_rng(seed).standard_normal((n_losses, k, n_decisions))
     gaps = []
     for start in range(0, n_losses, _CHUNK):
         chunk = losses[start : start + _CHUNK]

@@ -1,0 +1,106 @@
+"""``calbench reproduce PRESET``: run a paper preset on the data present, then set every
+published number of its tables beside calbench's.
+
+``--from DIR`` first installs the registered files found in DIR (``calbench data fetch all
+--from DIR``: checksums verified). The preset then runs on the data sets of its sweep that
+are present (cells already stored are reused), and ``results/reproduction/PRESET.csv`` and
+``.md`` get one row per published number (see `calbench.reproduce.report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from calbench.atomic import atomic_write_text
+from calbench.errors import CalbenchError
+from calbench.reproduce.published import presets, published
+from calbench.reproduce.report import compare, render_markdown, summary
+
+
+def preset_datasets(preset: str) -> list[str]:
+    """The data sets a preset sweeps (its ``hydra.sweeper.params.dataset``)."""
+    from calbench.data.registry import experiments_using
+
+    return sorted(name for name, used in experiments_using().items() if preset in used)
+
+
+def run_preset(preset: str, datasets: list[str], data_dir, results_dir) -> None:
+    """``calbench run -m experiment=PRESET dataset=...`` in a child process, so Hydra starts
+    clean and a failing cell reports as it does from the command line."""
+    command = [
+        sys.executable,
+        "-m",
+        "calbench.cli",
+        "run",
+        "-m",
+        f"experiment={preset}",
+        f"dataset={','.join(datasets)}",
+        f"data_dir={data_dir}",
+        f"results_dir={results_dir}",
+    ]
+    print("running: calbench " + " ".join(command[3:]), flush=True)
+    if subprocess.run(command).returncode != 0:
+        raise CalbenchError(f"The {preset} sweep failed (see above); nothing was compared.")
+
+
+def reproduce(preset, data_dir="data", results_dir="results", source_dir=None, run=True):
+    """Run (unless ``run`` is false) and compare; returns (report path, summary lines), or
+    None where none of the preset's data sets is present and ``run`` is "if-present"."""
+    from calbench.data.cli import fetch, usable
+
+    if preset not in presets():
+        raise CalbenchError(
+            f"No published numbers are recorded for preset {preset!r}; "
+            f"known: {', '.join(presets())}."
+        )
+    if source_dir is not None:
+        fetch(["all"], data_dir, progress=False, source_dir=source_dir)
+    wanted = sorted(set(published(preset)["dataset"]) | set(preset_datasets(preset)))
+    present = [name for name in wanted if not usable([name], data_dir)]
+    absent = [name for name in wanted if name not in present]
+    if absent:
+        print(f"not present, skipped: {', '.join(absent)}")
+    if run == "if-present" and not present:
+        print(f"{preset}: none of its data sets is present in {data_dir}; skipped.")
+        return None
+    if run:
+        if not present:
+            raise CalbenchError(
+                f"None of {preset}'s data sets is present in {data_dir}; fetch them "
+                "(calbench data fetch NAME, or --from DIR) and run again."
+            )
+        run_preset(preset, present, data_dir, results_dir)
+    report = compare(preset, results_dir)
+    lines = summary(report)
+    out = Path(results_dir) / "reproduction"
+    atomic_write_text(out / f"{preset}.csv", report.to_csv(index=False))
+    atomic_write_text(out / f"{preset}.md", render_markdown(preset, report, lines))
+    return out / f"{preset}.md", lines
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="calbench reproduce", description=__doc__)
+    parser.add_argument("preset", help=f"one of: {', '.join(presets())}")
+    parser.add_argument("--data-dir", default="data", help="default: data")
+    parser.add_argument("--results-dir", default="results", help="default: results")
+    parser.add_argument("--from", dest="source_dir", help="install the data from this folder")
+    parser.add_argument(
+        "--no-run", action="store_true", help="compare the stored cells only, run nothing"
+    )
+    parser.add_argument(
+        "--if-present",
+        action="store_true",
+        help="skip quietly (exit 0) when none of the preset's data sets is present",
+    )
+    args = parser.parse_args(argv)
+    run = False if args.no_run else ("if-present" if args.if_present else True)
+    done = reproduce(args.preset, args.data_dir, args.results_dir, args.source_dir, run=run)
+    if done is None:
+        return
+    path, lines = done
+    print(f"wrote {path} and {path.with_suffix('.csv')}")
+    for line in lines:
+        print(line)
