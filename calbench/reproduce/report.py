@@ -11,7 +11,8 @@ A number is
 - ``not run`` when the store holds no such cell (the data set is absent, or the preset has
   not run yet).
 
-Values are the mean over the cell's folds (the deep-net presets have one).
+Values are the mean over the folds of the newest cell of each data set and method (the
+deep-net presets have one fold).
 """
 
 from __future__ import annotations
@@ -64,9 +65,13 @@ def rules() -> list[Rule]:
 
 
 def _calbench_values(preset: str, results_dir) -> pd.Series:
+    """Mean over folds of the newest cell of each (dataset, method): cells run with other
+    settings (another data path, seed, protocol) are never averaged into a number."""
     rows = ResultStore(results_dir).read(preset)
     if rows.empty:
         return pd.Series(dtype=float)
+    newest = rows.sort_values("written").groupby(["dataset", "method"])["config_hash"].last()
+    rows = rows[rows["config_hash"].isin(newest)]
     return rows.groupby(["dataset", "method", "metric"])["value"].mean()
 
 
@@ -158,7 +163,10 @@ def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
     ]
     shown = report[report["status"] != "not run"]
     if len(shown):
-        out += [tabulate(shown, headers="keys", tablefmt="github", showindex=False), ""]
+        table = tabulate(
+            shown, headers="keys", tablefmt="github", showindex=False, disable_numparse=True
+        )
+        out += [table, ""]
     if len(skipped):
         out += ["## Tables that could not be run", ""]
         out += [f"- {r.paper} {r.table}: {r.reason}" for r in skipped.itertuples()]
