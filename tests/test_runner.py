@@ -42,6 +42,30 @@ def test_inner_cv_picks_the_grid_point_with_lowest_out_of_fold_log_loss(rng):
     assert model.reg_lambda == chosen["reg_lambda"]
 
 
+def test_kfold_inner_cv_uses_the_papers_plain_shuffled_folds(rng):
+    """inner_cv="kfold": sklearn's KFold(shuffle=True, random_state=seed) as Valk's and
+    Kull's deep-net code split, so with their seed the averaged models are their folds'."""
+    from sklearn.model_selection import KFold
+
+    z, y = overconfident_logits(rng, 300, 3)
+    model, _ = select_and_fit(
+        make_calibrator("ts"),
+        {},
+        z,
+        y,
+        inner_folds=5,
+        average_inner_models=True,
+        seed=15,
+        inner_cv="kfold",
+    )
+    splits = KFold(5, shuffle=True, random_state=15).split(z)
+    for member, (fit, _) in zip(model.members, splits, strict=True):
+        ref = make_calibrator("ts").fit(z[fit], y[fit])
+        assert member.log_temperature_ == pytest.approx(ref.log_temperature_, abs=1e-9)
+    with pytest.raises(CalbenchError, match="'inner_cv' parameter of protocol"):
+        select_and_fit(make_calibrator("ts"), {}, z, y, average_inner_models=True, inner_cv="x")
+
+
 def test_averaged_inner_models(rng):
     z, y = overconfident_logits(rng, 300, 3)
     model, _ = select_and_fit(

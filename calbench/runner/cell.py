@@ -189,6 +189,7 @@ def fit_selected(cfg: DictConfig, calibrator, grid, logits, y, score=None):
         average_inner_models=cfg.protocol.average_inner_models,
         seed=cfg.seed,
         score=score,
+        inner_cv=cfg.protocol.get("inner_cv", "stratified"),
     )
 
 

@@ -1,4 +1,8 @@
-"""Hyperparameter choice by inner stratified K-fold CV on log-loss.
+"""Hyperparameter choice by inner K-fold CV on log-loss.
+
+The inner folds are stratified (``inner_cv="stratified"``, the default) or plain shuffled
+K-fold (``inner_cv="kfold"``: scikit-learn's ``KFold(K, shuffle=True, random_state=seed)``,
+as Valk's code splits; with seed 0 and the data set's own order the folds are his).
 
 For each point of the method's grid, the calibrator is fitted on K-1 inner folds and scored
 by log-loss on the held-out fold; the point with the lowest pooled out-of-fold log-loss
@@ -12,9 +16,10 @@ import copy
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.model_selection import ParameterGrid, StratifiedKFold
+from sklearn.model_selection import KFold, ParameterGrid, StratifiedKFold
 
 from calbench.calibrators.base import Calibrator
+from calbench.errors import check_choice
 from calbench.metrics import log_loss
 from calbench.runner.protocols import check_class_counts
 
@@ -42,6 +47,7 @@ def select_and_fit(
     average_inner_models: bool = False,
     seed: int = 0,
     score=log_loss,
+    inner_cv: str = "stratified",
 ) -> tuple[Calibrator, dict]:
     """Fit ``calibrator`` on (logits, y), its grid chosen by inner CV.
 
@@ -55,8 +61,10 @@ def select_and_fit(
     if len(points) == 1 and not average_inner_models:
         return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
     n_classes = logits.shape[1]
+    check_choice(inner_cv, "inner_cv", "protocol", ("stratified", "kfold"))
     check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
-    splits = list(StratifiedKFold(inner_folds, shuffle=True, random_state=seed).split(logits, y))
+    splitter = StratifiedKFold if inner_cv == "stratified" else KFold
+    splits = list(splitter(inner_folds, shuffle=True, random_state=seed).split(logits, y))
     # Calibrators that can warm-start walk the grid with one model per inner fold, each
     # fit starting from the previous grid point's solution (the same optimum, fewer steps).
     warm = "warm_start" in calibrator.get_params()
