@@ -200,14 +200,7 @@ class SplineCalibrator(Calibrator):
         room = n_rest * (1 - _MARGIN)
         total = np.clip(target, w / (w + room), 1.0)  # w floors must fit in the total
         share = floor_fill(mem, total, (1.0 - total) / room)
-        np.put_along_axis(out, members, share, axis=1)
-        filled = water_fill(
-            np.take_along_axis(out, rest, axis=1),
-            np.maximum(1.0 - total, 0.0),
-            share.min(axis=1) * (1 - _MARGIN),
-        )
-        np.put_along_axis(out, rest, filled, axis=1)
-        return out
+        return _place(out, members, share, rest, total)
 
     def _within(self, probs, ranked, out):
         """Give the top-w classes their calibrated total: the top class keeps its value, the
@@ -230,15 +223,7 @@ class SplineCalibrator(Calibrator):
         share = water_fill(
             np.take_along_axis(out, members, axis=1), total - top, top * (1 - _MARGIN)
         )
-        np.put_along_axis(out, members, share, axis=1)
-        if n_rest:
-            filled = water_fill(
-                np.take_along_axis(out, rest, axis=1),
-                np.maximum(1.0 - total, 0.0),
-                share.min(axis=1) * (1 - _MARGIN),
-            )
-            np.put_along_axis(out, rest, filled, axis=1)
-        return out
+        return _place(out, members, share, rest, total)
 
     def _predict_proba(self, logits):
         probs = softmax(logits)
@@ -252,6 +237,20 @@ class SplineCalibrator(Calibrator):
         if self.within_ is not None:
             out = self._within(probs, ranked, out)
         return out / out.sum(axis=1, keepdims=True)
+
+
+def _place(out, members, share, rest, total) -> np.ndarray:
+    """Put the top-w members' ``share`` in place; the remaining classes share 1 - total
+    below the smallest member (`water_fill`)."""
+    np.put_along_axis(out, members, share, axis=1)
+    if rest.shape[1]:
+        filled = water_fill(
+            np.take_along_axis(out, rest, axis=1),
+            np.maximum(1.0 - total, 0.0),
+            share.min(axis=1) * (1 - _MARGIN),
+        )
+        np.put_along_axis(out, rest, filled, axis=1)
+    return out
 
 
 def _mask(ranked: np.ndarray, start: int, stop: int) -> np.ndarray:
