@@ -161,12 +161,17 @@ def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
         "cause); *not run* = no stored cell.",
         "",
     ]
-    shown = report[report["status"] != "not run"]
+    shown = report[report["status"] != "not run"].copy()
+    # Long causes as numbered notes under the table, so the table stays readable.
+    causes = [n for n in dict.fromkeys(shown["note"]) if n]
+    shown["note"] = shown["note"].map(lambda n: f"[{causes.index(n) + 1}]" if n else "")
     if len(shown):
         table = tabulate(
             shown, headers="keys", tablefmt="github", showindex=False, disable_numparse=True
         )
         out += [table, ""]
+        out += [f"[{i}] {cause}" + "  " for i, cause in enumerate(causes, start=1)]
+        out.append("")
     if len(skipped):
         out += ["## Tables that could not be run", ""]
         out += [f"- {r.paper} {r.table}: {r.reason}" for r in skipped.itertuples()]
