@@ -42,3 +42,17 @@ def published_logits(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("published")
     fetch(["all"], data_dir, progress=False, source_dir=source)
     return data_dir
+
+
+@pytest.fixture(scope="session")
+def kull_uci_files(tmp_path_factory):
+    """A data folder holding Kull et al.'s UCI files from ``shared/data/kull_uci``, installed
+    with ``calbench data fetch all --from DIR`` (their SHA-256 verified)."""
+    source = SHARED_DATA / "kull_uci"
+    if not source.is_dir():
+        pytest.skip(f"Kull et al.'s UCI files are not here ({source} is absent)")
+    from calbench.data.cli import fetch
+
+    data_dir = tmp_path_factory.mktemp("kull_uci")
+    fetch(["all"], data_dir, progress=False, source_dir=source)
+    return data_dir

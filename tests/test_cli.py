@@ -150,6 +150,7 @@ def test_valk_real_tables_from_small_stand_in_pickles(tmp_path):
     assert md.count("| average rank |") == 2
 
 
+@pytest.mark.slow  # 40 s; test_multirun_sweep_and_resume keeps resumption in the quick suite
 def test_sweep_killed_midway_resumes_to_the_uninterrupted_rows(tmp_path):
     import os
     import signal
@@ -185,17 +186,17 @@ def test_sweep_killed_midway_resumes_to_the_uninterrupted_rows(tmp_path):
 def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
     rows = run_preset(
         tmp_path,
-        "experiment=kull_uci",
-        "dataset=uci_iris,uci_wine",
+        "experiment=kull_uci_offline",
+        "dataset=keel_iris,keel_wine",
         "classifier=nbayes,lda",
         "method=uncal,ts,dir_l2",
     )
     assert len(rows.groupby(["dataset", "classifier", "method"])) == 12
     assert set(rows["fold"]) == set(range(5)) and set(rows["classifier"]) == {"nbayes", "lda"}
     assert len(list((tmp_path / "data" / "classifier_scores").glob("*.npz"))) == 4
-    out = calbench("tables", "--results-dir", str(tmp_path), "--experiment", "kull_uci")
+    out = calbench("tables", "--results-dir", str(tmp_path), "--experiment", "kull_uci_offline")
     assert out.returncode == 0, out.stderr
-    md = (tmp_path / "tables" / "kull_uci_table2_log_loss.md").read_text()
+    md = (tmp_path / "tables" / "kull_uci_offline_table2_log_loss.md").read_text()
     assert "|  | DirL2 | TempS | Uncal |" in md and "Friedman test over 4 tasks" in md
     assert "| avg rank |" in md and "| lda |" in md and "| nbayes |" in md
     assert "method beta" in md  # methods not run are listed, never filled in
@@ -225,6 +226,7 @@ def test_launcher_sweeps_keep_every_row_once(tmp_path, plugin, launcher, methods
     assert rows.groupby(["method", "metric"]).size().eq(1).all()
 
 
+@pytest.mark.slow  # 35 s; the shift's curves are checked in-process by test_decision_curves
 def test_ho_prior_shift_preset_on_its_stand_in_then_its_curves(tmp_path):
     rows = run_preset(
         tmp_path,

@@ -303,3 +303,32 @@ def test_order_preserving_maps_keep_the_order_of_every_row(name, rng):
     # and it learns: the over-confident logits (labels noisier than z says) get cooled
     loss = -np.log(cal.predict_proba(z)[np.arange(400), y]).mean()
     assert loss < -np.log(softmax(z)[np.arange(400), y]).mean()
+
+
+def test_kulls_smoothed_binning_on_six_points():
+    """Kull et al.'s BinningCalibration by hand: (positives + 1) / (n + 2) per bin."""
+    from calbench.calibrators.binary import SmoothedBinning
+
+    scores = np.array([0.1, 0.2, 0.35, 0.6, 0.8, 0.9])
+    hits = np.array([0.0, 0.0, 1.0, 0.0, 1.0, 1.0])
+    width = SmoothedBinning(n_bins=2, strategy="uniform")
+    fitted = width._fit_binary(scores, hits)  # edges 0.1, 0.5, 0.9: 1 of 3, 2 of 3
+    np.testing.assert_allclose(fitted[1], [2 / 5, 3 / 5])
+    np.testing.assert_allclose(
+        width._apply_binary(fitted, np.array([-1.0, 0.49, 0.51, 7.0])), [0.4, 0.4, 0.6, 0.6]
+    )  # outside the range: the end bins
+    five = SmoothedBinning(n_bins=5, strategy="uniform")._fit_binary(scores, hits)
+    np.testing.assert_allclose(five[1], [1 / 4, 2 / 3, 1 / 2, 1 / 3, 3 / 4])  # empty bin: 1/2
+    freq = SmoothedBinning(n_bins=4, strategy="quantile")._fit_binary(scores, hits)
+    # step ceil(6 / 4) = 2: edges at 0.1, 0.35, 0.8 -> three bins of two points
+    np.testing.assert_allclose(freq[0][1:-1], [0.35, 0.8])
+    np.testing.assert_allclose(freq[1][:3], [1 / 4, 2 / 4, 3 / 4])  # a 4th bin is never used
+
+
+def test_smoothed_binning_rows_stay_on_the_simplex(small):
+    p_cal, y_cal, p_test = small
+    for name in ("binning_width_smoothed", "binning_freq_smoothed"):
+        out = make_calibrator(name, n_bins=10).fit(probs_to_logits(p_cal), y_cal)
+        q = out.predict_proba(probs_to_logits(p_test))
+        np.testing.assert_allclose(q.sum(axis=1), 1)
+        assert (q > 0).all()  # smoothing: no class is ever given exactly 0

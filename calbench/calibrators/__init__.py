@@ -10,7 +10,12 @@ from __future__ import annotations
 import inspect
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.binary import BetaCalibrator, HistogramBinning, IsotonicCalibrator
+from calbench.calibrators.binary import (
+    BetaCalibrator,
+    HistogramBinning,
+    IsotonicCalibrator,
+    SmoothedBinning,
+)
 from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
@@ -48,6 +53,8 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "forest": (RandomCalibrationForest, {}),
     "histbin_width": (HistogramBinning, {"binning": "equal_width"}),
     "histbin_freq": (HistogramBinning, {"binning": "equal_size"}),
+    "binning_width_smoothed": (SmoothedBinning, {"strategy": "uniform"}),
+    "binning_freq_smoothed": (SmoothedBinning, {"strategy": "quantile"}),
     "isotonic": (IsotonicCalibrator, {}),
     "beta": (BetaCalibrator, {}),
     "ets": (EnsembleTemperatureScaling, {}),

@@ -85,6 +85,45 @@ class HistogramBinning(OneVsRestCalibrator):
         return frequency[bins]
 
 
+class SmoothedBinning(OneVsRestCalibrator):
+    r"""Kull et al.'s one-vs-rest binning (experiments_neurips ``BinningCalibration``), their
+    WidB and FreqB: each bin predicts its Laplace-smoothed label frequency
+    :math:`(\text{positives} + \alpha) / (n_\text{bin} + 2\alpha)`, so an empty bin predicts 1/2
+    instead of 0 (and no row's classes can all be 0).
+
+    ``strategy="uniform"``: ``n_bins`` equal-width bins between the smallest and the largest
+    calibration score; ``"quantile"``: edges at every ``ceil(n / n_bins)``-th sorted score
+    (fewer bins where that step leaves fewer). The outer edges are open (scores below or
+    above the calibration range fall in the first or last bin). Their code adds the last
+    calibration score in input order as the quantile edges' end, then replaces it with
+    +inf, so it never matters.
+    """
+
+    def __init__(self, n_bins=10, strategy="uniform", alpha=1.0):
+        self.n_bins = n_bins
+        self.strategy = strategy
+        self.alpha = alpha
+
+    def _fit_binary(self, scores, outcomes):
+        n_bins = check_int(self.n_bins, "n_bins", type(self).__name__)
+        check_choice(self.strategy, "strategy", type(self).__name__, ("uniform", "quantile"))
+        alpha = float(self.alpha)
+        if self.strategy == "quantile":
+            step = int(np.ceil(len(scores) / n_bins))
+            edges = np.append(np.sort(scores)[::step], np.inf)
+        else:
+            edges = np.linspace(scores.min(), scores.max(), n_bins + 1)
+        edges[0], edges[-1] = -np.inf, np.inf
+        bins = np.digitize(scores, edges) - 1
+        counts = np.bincount(bins, minlength=n_bins)[:n_bins]
+        positives = np.bincount(bins, weights=outcomes, minlength=n_bins)[:n_bins]
+        return edges, (positives + alpha) / (counts + 2 * alpha)
+
+    def _apply_binary(self, fitted, scores):
+        edges, frequency = fitted
+        return frequency[np.digitize(scores, edges) - 1]
+
+
 class IsotonicCalibrator(OneVsRestCalibrator):
     """Isotonic regression per class (scikit-learn's, clipped to [0, 1] outside the data).
 

