@@ -60,6 +60,19 @@ def test_printed_average_ranks_are_the_mean_of_the_printed_ranks(key):
         )
 
 
+def test_kulls_uci_average_ranks_are_consistent():
+    """Kull Tables 1-2: 7 methods ranked per task, so each classifier's average ranks sum to
+    28 (up to the printed rounding), and the overall row is their mean (21 sets each)."""
+    for source in ("kull2019_table1.csv", "kull2019_table2.csv"):
+        rows = PUBLISHED[PUBLISHED["source"] == source]
+        grid = rows.pivot(index="dataset", columns="method", values="printed")
+        per_classifier = grid.drop(index="classifier:all")
+        assert len(per_classifier) == 11 and grid.shape[1] == 7
+        np.testing.assert_allclose(per_classifier.sum(axis=1), 28, atol=7 * 0.05 + 1e-9)
+        # each printed row is off by at most 0.05, so their mean is too
+        np.testing.assert_allclose(grid.loc["classifier:all"], per_classifier.mean(), atol=0.055)
+
+
 def test_every_table_is_complete():
     counts = PUBLISHED[~PUBLISHED["dataset"].str.startswith("average_rank")].groupby("source")
     sizes = counts.size().to_dict()
@@ -107,8 +120,15 @@ def test_published_rows_name_cells_the_preset_produces(preset):
     outputs = _metrics_config(metrics_name)
     rows = published(preset)
     assert set(rows["method"]) <= methods
-    assert set(rows["dataset"]) <= datasets
     assert set(rows["metric"]) <= set(outputs)
+    cells, ranked = rows[rows["spec"] == ""], rows[rows["spec"] != ""]
+    assert set(cells["dataset"]) <= datasets
+    from calbench.tables.cli import table_specs
+
+    for spec_name, part in ranked.groupby("spec"):  # average ranks: read from that table
+        spec = table_specs()[spec_name]
+        assert spec["experiment"] == preset and spec["metric"] == part["metric"].iloc[0]
+        assert set(part["column"]) <= set(spec["columns"].values())
 
 
 def test_paper_metric_definitions_in_the_presets():
@@ -158,6 +178,43 @@ def test_report_statuses_and_tolerance_rules(monkeypatch):
     lines = summary(out.reset_index())
     assert lines[0].startswith("2 of 4 published numbers reproduced (1 equal")
     assert "Gupta Table 1: 2" in lines[1] and "not run" in lines[2]
+
+
+def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
+    """Kull Tables 1-2 are average ranks: the report takes them from the kull_uci table spec
+    built on the store (here two tasks where the ranks are known by construction)."""
+    methods = ["dir_l2", "beta", "histbin_freq", "isotonic", "histbin_width", "ts", "uncal"]
+    rows = [
+        {
+            "experiment": "kull_uci",
+            "dataset": d,
+            "classifier": "lda",
+            "method": m,
+            "metric": "log_loss",
+            "value": 0.1 * (i + 1),
+            "fold": 0,
+            "written": 0.0,
+            "config_hash": f"{d}-{m}",
+        }
+        for d in ("uci_iris", "uci_glass")
+        for i, m in enumerate(methods)
+    ]
+
+    class FakeStore:
+        def __init__(self, results_dir):
+            pass
+
+        def read(self, experiment=None):
+            return pd.DataFrame(rows)
+
+    monkeypatch.setattr(report_module, "ResultStore", FakeStore)
+    out = compare("kull_uci").set_index(["table", "dataset", "method"])
+    lda = out.loc[("Table 2", "classifier:lda")]
+    assert lda.loc["dir_l2", "calbench"] == "1.00" and lda.loc["uncal", "calbench"] == "7.00"
+    assert lda.loc["dir_l2", "status"] == "differs"  # Kull prints 1.6 for lda
+    assert out.loc[("Table 2", "classifier:all", "ts"), "calbench"] == "6.000"
+    assert out.loc[("Table 2", "classifier:adas", "ts"), "status"] == "not run"
+    assert (out.loc["Table 1"]["status"] == "not run").all()  # no p_cw_ece cells
 
 
 def test_notes_are_well_formed():

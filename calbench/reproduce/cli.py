@@ -58,7 +58,9 @@ def reproduce(preset, data_dir="data", results_dir="results", source_dir=None, r
         )
     if source_dir is not None:
         fetch(["all"], data_dir, progress=False, source_dir=source_dir)
-    wanted = sorted(set(published(preset)["dataset"]) | set(preset_datasets(preset)))
+    numbers = published(preset)
+    cells = numbers[numbers["spec"] == ""]  # average-rank rows come from the preset's tables
+    wanted = sorted(set(cells["dataset"]) | set(preset_datasets(preset)))
     present = [name for name in wanted if not usable([name], data_dir)]
     absent = [name for name in wanted if name not in present]
     if absent:

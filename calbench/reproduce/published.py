@@ -6,8 +6,10 @@ cells reproduce it), ``dataset`` (calbench's name; ``average_rank`` or
 label), ``method`` (calbench's method config), ``metric`` (the output name in the preset's
 metrics config, which holds the paper-exact options), ``scale`` (the paper prints
 ``scale x`` calbench's value: 100 for percentages and Valk's "x10^2"), ``value`` (as
-printed: its digits are the printed rounding) and ``rank`` (the printed rank, where the
-paper prints one). ``not_reproducible.csv`` lists the tables calbench cannot rerun, with
+printed: its digits are the printed rounding), ``rank`` (the printed rank, where the
+paper prints one) and ``spec`` (for numbers that are themselves average ranks, as Kull's
+Tables 1-2: the calbench table spec that computes them; the row is ``classifier:NAME`` or
+``classifier:all``). ``not_reproducible.csv`` lists the tables calbench cannot rerun, with
 the reason.
 """
 
@@ -42,6 +44,7 @@ def _all() -> pd.DataFrame:
             frame["source"] = entry.name
             frames.append(frame)
     table = pd.concat(frames, ignore_index=True)
+    table["spec"] = table["spec"].fillna("") if "spec" in table else ""
     table["decimals"] = table["value"].map(decimals_of)
     table["printed"] = table["value"].astype(float)
     table["rank"] = pd.to_numeric(table["rank"], errors="coerce")

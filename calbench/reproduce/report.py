@@ -75,15 +75,45 @@ def _calbench_values(preset: str, results_dir) -> pd.Series:
     return rows.groupby(["dataset", "method", "metric"])["value"].mean()
 
 
+def _average_ranks(specs, preset: str, results_dir) -> dict:
+    """(spec, row label, column label) -> value of calbench's own tables for the published
+    numbers that are average ranks (Kull Tables 1-2: per classifier and over all tasks)."""
+    from calbench.errors import CalbenchError
+    from calbench.tables.cli import metric_direction, table_specs
+    from calbench.tables.layouts import build_table
+
+    rows = ResultStore(results_dir).read(preset)
+    found = {}
+    for name in specs:
+        try:
+            table = build_table(table_specs()[name], rows, metric_direction())
+        except CalbenchError:  # no task complete yet: those numbers are "not run"
+            continue
+        for (_, label), line in zip(table.row_labels, table.values, strict=True):
+            for column, value in zip(table.columns, line, strict=True):
+                found[(name, label, column)] = value
+    return found
+
+
+def _row_label(dataset: str) -> str:
+    """``classifier:adas`` -> ``adas``; ``classifier:all`` -> the tables' ``avg rank``."""
+    label = dataset.split(":", 1)[1]
+    return "avg rank" if label == "all" else label
+
+
 def compare(preset: str, results_dir="results") -> pd.DataFrame:
     """The report's rows for every published number of ``preset``."""
     table = published(preset)
     values = _calbench_values(preset, results_dir)
+    ranked = _average_ranks(sorted(set(table["spec"]) - {""}), preset, results_dir)
     known = rules()
     out = []
     for _, row in table.iterrows():
-        key = (row["dataset"], row["method"], row["metric"])
-        ours = values.get(key, np.nan) * float(row["scale"])
+        if row["spec"]:
+            ours = ranked.get((row["spec"], _row_label(row["dataset"]), row["column"]), np.nan)
+        else:
+            key = (row["dataset"], row["method"], row["metric"])
+            ours = values.get(key, np.nan) * float(row["scale"])
         printed = row["printed"]
         half_unit = 0.5 * 10.0 ** -row["decimals"]
         matching = [r for r in known if r.applies(row)]
@@ -136,11 +166,17 @@ def summary(report: pd.DataFrame) -> list[str]:
             "Differ: " + "; ".join(f"{p} {t}: {n}" for (p, t), n in by_table.items()) + "."
         )
     missing = report[report["status"] == "not run"]
-    if len(missing):
-        sets = sorted(missing["dataset"].unique())
+    ranks = missing["dataset"].str.startswith("classifier:")
+    if (~ranks).any():
+        sets = sorted(missing.loc[~ranks, "dataset"].unique())
         lines.append(
-            f"{len(missing)} published numbers not run: no cells for {', '.join(sets)} "
+            f"{int((~ranks).sum())} published numbers not run: no cells for {', '.join(sets)} "
             "(their data are absent here, or the preset has not run on them)."
+        )
+    if ranks.any():
+        lines.append(
+            f"{int(ranks.sum())} published average ranks not computed: the preset's rank "
+            "tables have no task with every method run yet."
         )
     return lines
 
