@@ -30,29 +30,26 @@ def rng():
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-@pytest.fixture(scope="session")
-def published_logits(tmp_path_factory):
-    """A data folder holding the published pickles that ``shared/data/logits`` has,
-    installed the way a user installs them: ``calbench data fetch all --from DIR``."""
-    source = SHARED_DATA / "logits"
+def _installed_from_shared(tmp_path_factory, folder: str, what: str):
+    """A data folder holding the files of ``shared/data/<folder>``, installed the way a user
+    installs them: ``calbench data fetch all --from DIR`` (their SHA-256 verified)."""
+    source = SHARED_DATA / folder
     if not source.is_dir():
-        pytest.skip(f"the published logits are not here ({source} is absent)")
+        pytest.skip(f"{what} are not here ({source} is absent)")
     from calbench.data.cli import fetch
 
-    data_dir = tmp_path_factory.mktemp("published")
+    data_dir = tmp_path_factory.mktemp(folder)
     fetch(["all"], data_dir, progress=False, source_dir=source)
     return data_dir
+
+
+@pytest.fixture(scope="session")
+def published_logits(tmp_path_factory):
+    """Kull et al.'s published logit pickles that ``shared/data/logits`` has."""
+    return _installed_from_shared(tmp_path_factory, "logits", "the published logits")
 
 
 @pytest.fixture(scope="session")
 def kull_uci_files(tmp_path_factory):
-    """A data folder holding Kull et al.'s UCI files from ``shared/data/kull_uci``, installed
-    with ``calbench data fetch all --from DIR`` (their SHA-256 verified)."""
-    source = SHARED_DATA / "kull_uci"
-    if not source.is_dir():
-        pytest.skip(f"Kull et al.'s UCI files are not here ({source} is absent)")
-    from calbench.data.cli import fetch
-
-    data_dir = tmp_path_factory.mktemp("kull_uci")
-    fetch(["all"], data_dir, progress=False, source_dir=source)
-    return data_dir
+    """Kull et al.'s UCI files from ``shared/data/kull_uci``."""
+    return _installed_from_shared(tmp_path_factory, "kull_uci", "Kull et al.'s UCI files")
