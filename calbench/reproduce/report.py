@@ -70,7 +70,8 @@ def _calbench_values(preset: str, results_dir) -> pd.Series:
     rows = ResultStore(results_dir).read(preset)
     if rows.empty:
         return pd.Series(dtype=float)
-    newest = rows.sort_values("written").groupby(["dataset", "method"])["config_hash"].last()
+    cell = ["dataset", "classifier", "method"]
+    newest = rows.sort_values("written").groupby(cell)["config_hash"].last()
     rows = rows[rows["config_hash"].isin(newest)]
     return rows.groupby(["dataset", "method", "metric"])["value"].mean()
 
