@@ -2,6 +2,7 @@
 average ranks), the paper-vs-calbench report, and the reproduction of the c10_densenet40
 rows from Kull et al.'s published pickle."""
 
+import functools
 import subprocess
 import sys
 
@@ -30,10 +31,7 @@ def test_printed_ranks_follow_from_the_printed_values(key):
     """Each printed rank lies between 1 + (values strictly better) and (values at least as
     good): a mistyped value or column shifts a rank out of that range."""
     rows = _groups_with_ranks().get_group(key)
-    configs = {}
-    for name in ("valk", "gupta", "kull_deepnet"):
-        configs.update(_metrics_config(name))
-    sign = -1.0 if higher_is_better(rows["metric"].iloc[0], configs) else 1.0
+    sign = -1.0 if higher_is_better(rows["metric"].iloc[0], _paper_metrics()) else 1.0
     v = sign * rows["printed"].to_numpy()
     for value, rank, method in zip(v, rows["rank"], rows["method"], strict=True):
         best, worst = 1 + np.sum(v < value), np.sum(v <= value)
@@ -94,17 +92,22 @@ def _preset(name):
     return yaml.safe_load(text)
 
 
-def _metrics_config(name):
-    from importlib import resources
+@functools.lru_cache(maxsize=1)
+def _paper_metrics() -> dict:
+    """The output names of the paper presets' metric sets, with their options."""
+    configs = {}
+    for name in ("valk", "gupta", "kull_deepnet"):
+        configs.update(_metrics_config(f"metrics={name}"))
+    return configs
 
-    folder = resources.files("calbench.conf").joinpath("metrics")
-    config = yaml.safe_load(folder.joinpath(f"{name}.yaml").read_text()) or {}
-    merged = {}
-    for item in config.pop("defaults", []):
-        if item != "_self_":
-            merged.update(_metrics_config(item))
-    merged.update(config)
-    return merged
+
+def _metrics_config(*overrides):
+    """The metrics config Hydra composes for these overrides (e.g. ``metrics=valk``)."""
+    from omegaconf import OmegaConf
+
+    from tests.test_runner import config
+
+    return OmegaConf.to_container(config(*overrides).metrics, resolve=True)
 
 
 @pytest.mark.parametrize("preset", sorted(published()["preset"].unique()))
@@ -114,10 +117,7 @@ def test_published_rows_name_cells_the_preset_produces(preset):
     config = _preset(preset)
     methods = set(config["hydra"]["sweeper"]["params"]["method"].split(","))
     datasets = set(config["hydra"]["sweeper"]["params"]["dataset"].split(","))
-    metrics_name = next(
-        d["override /metrics"] for d in config["defaults"] if "override /metrics" in d
-    )
-    outputs = _metrics_config(metrics_name)
+    outputs = _metrics_config(f"experiment={preset}")
     rows = published(preset)
     assert set(rows["method"]) <= methods
     assert set(rows["metric"]) <= set(outputs)
@@ -133,10 +133,10 @@ def test_published_rows_name_cells_the_preset_produces(preset):
 
 def test_paper_metric_definitions_in_the_presets():
     """The presets score with each paper's own definitions (see the metric docstrings)."""
-    kull = _metrics_config("kull_deepnet")
+    kull = _metrics_config("metrics=kull_deepnet")
     assert kull["classwise_ece"] == {"n_bins": 15, "binning": "digitize", "reduction": "sum"}
     assert kull["log_loss"] == {"clip": 1e-15}
-    valk = _metrics_config("valk")
+    valk = _metrics_config("metrics=valk")
     assert valk["classwise_ece_size15"]["binning"] == "equal_size"
     assert valk["log_loss"] == {"clip": 1e-15}
     assert valk["average_loss_gap"]["draws"] == "valk"
@@ -151,7 +151,7 @@ def test_not_reproducible_tables_give_reasons():
 def _fake_store(monkeypatch, values):
     series = pd.Series(values, dtype=float)
     series.index = pd.MultiIndex.from_tuples(series.index)
-    monkeypatch.setattr(report_module, "_calbench_values", lambda preset, results_dir: series)
+    monkeypatch.setattr(report_module, "_calbench_values", lambda rows: series)
 
 
 def test_report_statuses_and_tolerance_rules(monkeypatch):

@@ -199,9 +199,10 @@ class KernelCalibrator(NeighbourhoodCalibrator):
 
     def _fit(self, logits, y):
         super()._fit(logits, y)
-        # ln of the Dirichlet normaliser centred on each calibration point, up to the
-        # Gamma(1/h + k) all of them share.
-        self.log_gamma_sums_ = gammaln(self.probs_ / float(self.bandwidth) + 1.0).sum(axis=1)
+        if self.kernel == "dirichlet" and self.dirichlet_alpha == "calibration":
+            # ln of the Dirichlet normaliser centred on each calibration point, up to the
+            # Gamma(1/h + k) all of them share.
+            self.log_gamma_sums_ = gammaln(self.probs_ / float(self.bandwidth) + 1.0).sum(1)
 
     def _weights(self, block, log_block):
         h = float(self.bandwidth)

@@ -104,7 +104,7 @@ def set_ranked_value(out, ranked, r: int, value) -> np.ndarray:
     share the rest below it by `water_fill`; the value is moved into the feasible range."""
     rows = np.arange(len(out))
     k = out.shape[1]
-    above = out.sum(axis=1, where=_mask(ranked, 0, r)) if r else np.zeros(len(out))
+    above = np.take_along_axis(out, ranked[:, :r], axis=1).sum(axis=1)
     free = np.maximum(1.0 - above, 0.0)
     ceiling = free if r == 0 else np.minimum(free, out[rows, ranked[:, r - 1]] * (1 - _MARGIN))
     lower = ranked[:, r + 1 :]
@@ -251,10 +251,3 @@ def _place(out, members, share, rest, total) -> np.ndarray:
         )
         np.put_along_axis(out, rest, filled, axis=1)
     return out
-
-
-def _mask(ranked: np.ndarray, start: int, stop: int) -> np.ndarray:
-    """Mask of each row's classes ranked start..stop-1 (0-based)."""
-    mask = np.zeros(ranked.shape, dtype=bool)
-    np.put_along_axis(mask, ranked[:, start:stop], True, axis=1)
-    return mask

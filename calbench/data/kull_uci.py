@@ -43,8 +43,7 @@ def mldata_columns(matlab: dict) -> dict:
 
 def nominal_to_float(values) -> np.ndarray:
     """Kull's ``nominal_to_float``: each distinct string its index in sorted order."""
-    flat = np.array([str(np.squeeze(v)) for v in np.ravel(values)])
-    return np.unique(flat, return_inverse=True)[1].astype(np.float64).reshape(-1, 1)
+    return np.unique(_strings(values), return_inverse=True)[1].astype(np.float64).reshape(-1, 1)
 
 
 def _rows(a) -> np.ndarray:
@@ -65,7 +64,7 @@ def _mat(filename):
     return read
 
 
-# name -> (files, reader returning (features, target)); the branches of Kull's loader.
+# Pickers of (features, target) from the columns: the branches of Kull's loader.
 def _abalone(m):
     return np.hstack([m["data"], _rows(m["int1"])]), _strings(m["target"])
 

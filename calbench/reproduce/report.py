@@ -64,10 +64,9 @@ def rules() -> list[Rule]:
     return out
 
 
-def _calbench_values(preset: str, results_dir) -> pd.Series:
-    """Mean over folds of the newest cell of each (dataset, method): cells run with other
-    settings (another data path, seed, protocol) are never averaged into a number."""
-    rows = ResultStore(results_dir).read(preset)
+def _calbench_values(rows: pd.DataFrame) -> pd.Series:
+    """Mean over folds of the newest cell of each (dataset, classifier, method): cells run
+    with other settings (another data path, seed, protocol) are never averaged together."""
     if rows.empty:
         return pd.Series(dtype=float)
     cell = ["dataset", "classifier", "method"]
@@ -76,14 +75,13 @@ def _calbench_values(preset: str, results_dir) -> pd.Series:
     return rows.groupby(["dataset", "method", "metric"])["value"].mean()
 
 
-def _average_ranks(specs, preset: str, results_dir) -> dict:
+def _average_ranks(specs, rows: pd.DataFrame) -> dict:
     """(spec, row label, column label) -> value of calbench's own tables for the published
     numbers that are average ranks (Kull Tables 1-2: per classifier and over all tasks)."""
     from calbench.errors import CalbenchError
     from calbench.tables.cli import metric_direction, table_specs
     from calbench.tables.layouts import build_table
 
-    rows = ResultStore(results_dir).read(preset)
     found = {}
     for name in specs:
         try:
@@ -105,8 +103,9 @@ def _row_label(dataset: str) -> str:
 def compare(preset: str, results_dir="results") -> pd.DataFrame:
     """The report's rows for every published number of ``preset``."""
     table = published(preset)
-    values = _calbench_values(preset, results_dir)
-    ranked = _average_ranks(sorted(set(table["spec"]) - {""}), preset, results_dir)
+    stored = ResultStore(results_dir).read(preset)
+    values = _calbench_values(stored)
+    ranked = _average_ranks(sorted(set(table["spec"]) - {""}), stored)
     known = rules()
     out = []
     for _, row in table.iterrows():
