@@ -117,6 +117,38 @@ def test_odir_minimises_kull_objective(rng, name):
     np.testing.assert_allclose(ours.predict_proba(z), softmax(x @ w.T + b), atol=1e-4)
 
 
+def _ref_row_objective(raw, x, y, k, lam):
+    """Kull et al.'s dirichlet_python at 6c750d9 (ref_row=True): every row of the free
+    [W | b] minus the last one, lambda times the sum of their squares, no 1/k."""
+    a = raw.reshape(k, k + 1)
+    a = a - a[-1]
+    probs = softmax(x @ a[:, :k].T + a[:, k])
+    return _nll(probs, y) + lam * (a**2).sum()
+
+
+def test_reference_class_l2_minimises_kulls_uci_objective(rng):
+    k, lam = 4, 0.05
+    z, y = overconfident_logits(rng, 500, k)
+    ours = make_calibrator(
+        "dir_l2", reg_lambda=lam, penalise_intercept=True, reference_class=True
+    ).fit(z, y)
+    assert np.allclose(ours.coef_[-1], 0) and ours.intercept_[-1] == 0  # the reference row
+    x = log_softmax(z)
+    raw0 = np.hstack([np.eye(k), np.zeros((k, 1))]).ravel()
+    ref = minimize(_ref_row_objective, raw0, args=(x, y, k, lam), method="BFGS",
+                   options={"gtol": 1e-10})
+    a = ref.x.reshape(k, k + 1)
+    a = a - a[-1]
+    np.testing.assert_allclose(ours.predict_proba(z), softmax(x @ a[:, :k].T + a[:, k]),
+                               atol=1e-6)
+    assert ours.loss_ == pytest.approx(ref.fun, abs=1e-9)
+    # The class-symmetric default penalty is another objective, with another optimum.
+    plain = make_calibrator("dir_l2", reg_lambda=lam, penalise_intercept=True).fit(z, y)
+    assert np.abs(plain.predict_proba(z) - ours.predict_proba(z)).max() > 1e-3
+    with pytest.raises(CalbenchError, match="needs the Newton solver"):
+        make_calibrator("dir_l2", reference_class=True, solver="lbfgs").fit(z, y)
+
+
 def test_strong_odir_leaves_only_the_diagonal(rng):
     z, y = overconfident_logits(rng, 1000, 5)
     cal = make_calibrator("dir_odir", reg_lambda=1e6, reg_mu=1e6).fit(z, y)

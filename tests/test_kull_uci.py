@@ -8,6 +8,7 @@ import pytest
 from sklearn.naive_bayes import GaussianNB
 from sklearn.preprocessing import StandardScaler
 
+from calbench.calibrators import make_calibrator
 from calbench.classifiers import make_classifier
 from calbench.data import FeatureSet, load_dataset
 from calbench.data.classifier_scores import scored_folds
@@ -44,6 +45,10 @@ def test_folds_partition_the_data_and_scores_match_an_independent_classifier(tmp
     nb = GaussianNB().fit(scaler.transform(data.features[fit_idx]), data.y[fit_idx])
     expected = nb.predict_proba(scaler.transform(data.features[fold.test_index]))
     np.testing.assert_allclose(softmax(part.test_logits), expected, atol=1e-12)
+    # Its scores of its own training part, where Kull et al. choose the grid points.
+    np.testing.assert_array_equal(part.train_index, fit_idx)
+    own = nb.predict_proba(scaler.transform(data.features[fit_idx]))
+    np.testing.assert_allclose(softmax(part.train_logits), own, atol=1e-12)
 
 
 def test_scores_are_cached_once_per_classifier_setting(tmp_path):
@@ -88,20 +93,49 @@ def test_uncalibrated_cell_averages_the_three_classifiers(tmp_path):
         assert got["log_loss"] == pytest.approx(log_loss(mean, y), rel=1e-9)
 
 
-def test_dir_l2_cell_records_one_chosen_lambda_per_calibration_part(tmp_path):
+def test_dir_l2_lambda_is_chosen_on_the_classifiers_training_part(tmp_path):
     cfg = config(
         "dataset=keel_iris",
         "classifier=lda",
         "protocol=kull_uci",
         "protocol.repeats=1",
-        "method=dir_l2",
+        "method=dir_l2_kull_uci",
         "metrics=kull_uci",
         f"data_dir={tmp_path}",
     )
     rows = run_cell(cfg)
-    chosen = json.loads(rows["params"].iat[0])
-    assert len(chosen) == 3 and all("reg_lambda" in c for c in chosen)
     assert rows.groupby("fold").size().nunique() == 1 and rows["fold"].nunique() == 5
+    grid = list(cfg.method.grid.reg_lambda)
+    data = load_dataset("tabular", source="iris", classifier={
+        "name": "lda",
+        "estimator": "sklearn.discriminant_analysis.LinearDiscriminantAnalysis",
+        "params": {},
+    })
+    folds = scored_folds(data, repeats=1, cache_dir=tmp_path / "classifier_scores")
+    for fold in folds[:2]:
+        chosen = json.loads(rows[rows["fold"] == fold.index]["params"].iat[0])
+        assert len(chosen) == 3  # one lambda per calibration part
+        for part, got in zip(fold.parts, chosen, strict=True):
+            # Reference: every lambda fitted on the calibration part, rated by the clipped
+            # log-loss on the classifier's training part; the first best wins.
+            losses = [
+                log_loss(
+                    make_calibrator(
+                        "dir_l2", reg_lambda=lam, penalise_intercept=True, reference_class=True
+                    )
+                    .fit(part.cal_logits, data.y[part.cal_index])
+                    .predict_proba(part.train_logits),
+                    data.y[part.train_index],
+                    clip=1e-15,
+                )
+                for lam in grid
+            ]
+            assert got["reg_lambda"] == grid[int(np.argmin(losses))]
+
+
+def test_select_on_must_name_a_known_place(tmp_path):
+    with pytest.raises(CalbenchError, match="'select_on' parameter"):
+        list(make_folds(iris(), {"name": "classifier_cv", "select_on": "test", "cache_dir": None}))
 
 
 def test_protocol_and_data_kind_must_match(tmp_path):

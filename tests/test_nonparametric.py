@@ -8,6 +8,7 @@ from calbench.calibrators import make_calibrator
 from calbench.calibrators.neighbourhood import crop
 from calbench.errors import CalbenchError
 from calbench.simplex import probs_to_logits, softmax
+from tests.conftest import overconfident_logits
 
 
 @pytest.fixture
@@ -332,3 +333,33 @@ def test_smoothed_binning_rows_stay_on_the_simplex(small):
         q = out.predict_proba(probs_to_logits(p_test))
         np.testing.assert_allclose(q.sum(axis=1), 1)
         assert (q > 0).all()  # smoothing: no class is ever given exactly 0
+
+
+def test_one_vs_rest_grid_choice_on_validation_is_per_class():
+    """Kull et al.'s OneVsRestCalibrator hands each class's binning its own validation
+    column: each class keeps the bin count with the lowest binary log-loss there."""
+    from sklearn.metrics import log_loss as sk_log_loss
+
+    from calbench.runner.selection import select_on_validation
+
+    rng = np.random.default_rng(1)  # a draw where the classes choose three ways
+    z, y = overconfident_logits(rng, 60, 3)
+    z_val, y_val = overconfident_logits(rng, 400, 3)
+    grid = {"n_bins": [2, 5, 30]}
+    model, chosen = select_on_validation(
+        make_calibrator("binning_width_smoothed"), grid, z, y, z_val, y_val
+    )
+    p_val = softmax(z_val)
+    expected = []
+    for j in range(3):
+        losses = []
+        for n_bins in grid["n_bins"]:
+            fitted = make_calibrator("binning_width_smoothed", n_bins=n_bins).fit(z, y)
+            q = fitted._apply_binary(fitted.maps_[j], p_val[:, j])
+            losses.append(sk_log_loss(y_val == j, np.column_stack([1 - q, q]), labels=[0, 1]))
+        expected.append(grid["n_bins"][int(np.argmin(losses))])
+    assert chosen == {"n_bins": expected}
+    assert len(set(expected)) > 1  # the classes really chose differently here
+    for j, n_bins in enumerate(expected):
+        alone = make_calibrator("binning_width_smoothed", n_bins=n_bins).fit(z, y)
+        np.testing.assert_array_equal(model.maps_[j][1], alone.maps_[j][1])

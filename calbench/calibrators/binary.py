@@ -7,6 +7,8 @@ CalibratedClassifierCV does), so rows always lie on the simplex.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
@@ -29,14 +31,35 @@ class OneVsRestCalibrator(Calibrator):
             for j in range(probs.shape[1])
         ]
 
-    def _predict_proba(self, logits):
-        probs = softmax(logits)
-        out = np.column_stack(
+    def _binary_outputs(self, probs):
+        """Each class's map on its own column, before renormalising."""
+        return np.column_stack(
             [
                 np.clip(self._apply_binary(m, probs[:, j]), 0.0, 1.0)
                 for j, m in enumerate(self.maps_)
             ]
         )
+
+    @staticmethod
+    def combine_per_class(models, logits, y, clip=1e-15):
+        """Class j's map from the model whose binary map rates best on (column j of
+        ``logits``'s probabilities, 1[y = j]) by binary log-loss, clipped to [clip, 1 - clip]
+        as scikit-learn's ``log_loss`` of Kull et al.'s code: (combined model, the chosen
+        model's index per class), the first of ties."""
+        probs = softmax(np.asarray(logits, dtype=np.float64))
+        k = probs.shape[1]
+        outcomes = np.arange(k) == np.asarray(y)[:, None]
+        losses = []
+        for model in models:
+            q = np.clip(model._binary_outputs(probs), clip, 1 - clip)
+            losses.append(-np.where(outcomes, np.log(q), np.log1p(-q)).mean(axis=0))
+        best = np.argmin(losses, axis=0)
+        combined = copy.deepcopy(models[0])
+        combined.maps_ = [models[b].maps_[j] for j, b in enumerate(best)]
+        return combined, [int(b) for b in best]
+
+    def _predict_proba(self, logits):
+        out = self._binary_outputs(softmax(logits))
         sums = out.sum(axis=1, keepdims=True)
         uniform = np.full_like(out, 1.0 / out.shape[1])
         return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), uniform)

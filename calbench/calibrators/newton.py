@@ -29,7 +29,7 @@ def _objective(a, xt, y, penalty):
     return value, np.exp(logp)
 
 
-def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10):
+def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None):
     """Minimise ``mean log-loss(softmax(x W^T + b)) + sum(penalty * [W | b]^2)``.
 
     Parameters
@@ -37,6 +37,8 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10):
     x : (n, d) features; y : (n,) labels in 0..k-1
     init : (k, d + 1) starting ``[W | b]``
     penalty : (k, d + 1) non-negative weights of the squared entries
+    free : (k, d + 1) bool or None
+        The entries that move (default: all); the others keep their ``init`` values.
 
     Returns ``([W | b], iterations, final objective)``.
     """
@@ -47,11 +49,12 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10):
     onehot = np.zeros((n, k))
     onehot[np.arange(n), y] = 1.0
     a = np.array(init, dtype=np.float64)
+    moving = np.ones(size, bool) if free is None else np.asarray(free, bool).ravel()
     value, p = _objective(a, xt, y, penalty)
     iterations = 0
     while iterations < max_iter:
         iterations += 1
-        grad = ((p - onehot).T @ xt) / n + 2 * penalty * a
+        grad = (((p - onehot).T @ xt) / n + 2 * penalty * a) * moving.reshape(k, d + 1)
         if np.abs(grad).max() < tol:
             break
         outer = (p[:, :, None] * xt[:, None, :]).reshape(n, size)
@@ -62,7 +65,9 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10):
         hessian[np.diag_indices(size)] += 2 * penalty.ravel()
         ridge = 1e-12 * max(1.0, np.abs(np.diag(hessian)).max())
         hessian[np.diag_indices(size)] += ridge
-        step = np.linalg.solve(hessian, grad.ravel()).reshape(k, d + 1)
+        step = np.zeros(size)
+        step[moving] = np.linalg.solve(hessian[np.ix_(moving, moving)], grad.ravel()[moving])
+        step = step.reshape(k, d + 1)
         # Backtracking (Armijo) from the full Newton step.
         slope = float((grad * step).sum())
         scale = 1.0

@@ -217,6 +217,13 @@ class MatrixScaling(ParametricCalibrator):
         Weight of the intercept penalty (ODIR only).
     penalise_intercept : bool
         L2 only: penalise the intercept with ``reg_lambda`` too.
+    reference_class : bool
+        Fix the last class's row of ``[W | b]`` at zero (softmax is unchanged by
+        subtracting one row from all), so that the penalty falls on the other rows'
+        differences from it, as Kull et al.'s dirichlet_python at the commit of their UCI
+        study (``ref_row=True``: ``lambda * sum (w_i - w_k)^2`` over weights and intercepts
+        with ``penalise_intercept``). The default (False) penalises ``[W | b]`` itself,
+        which treats the classes alike. Newton solver only (up to 36 classes, log-loss).
     criterion : str
         What to minimise, see `calbench.criteria`.
     solver : {"auto", "newton", "lbfgs"}
@@ -236,8 +243,10 @@ class MatrixScaling(ParametricCalibrator):
         warm_start=False,
         solver="auto",
         penalise_intercept=False,
+        reference_class=False,
     ):
         self.regularization = regularization
+        self.reference_class = reference_class
         self.reg_lambda = reg_lambda
         self.reg_mu = reg_mu
         self.penalise_intercept = penalise_intercept
@@ -278,6 +287,12 @@ class MatrixScaling(ParametricCalibrator):
         newton = solver == "newton" or (
             solver == "auto" and self.criterion == "nll" and k <= NEWTON_MAX_CLASSES
         )
+        if self.reference_class and not newton:
+            raise CalbenchError(
+                f"{type(self).__name__}: reference_class=True needs the Newton solver "
+                f"(log-loss, at most {NEWTON_MAX_CLASSES} classes); got solver={solver!r}, "
+                f"criterion={self.criterion!r} and {k} classes."
+            )
         if not newton:
             return super()._fit(logits, y)
         if self.criterion != "nll":
@@ -286,11 +301,15 @@ class MatrixScaling(ParametricCalibrator):
                 f"use solver='lbfgs' for criterion={self.criterion!r}."
             )
         init = np.hstack([np.eye(k), np.zeros((k, 1))])
+        free = np.ones_like(init, dtype=bool)
+        if self.reference_class:
+            init -= init[-1]  # the identity map, its last row at zero
+            free[-1] = False
         if self.warm_start and getattr(self, "n_iter_", None) is not None:
             init = np.hstack([self.coef_, self.intercept_[:, None]])
         with _blas_threads(logits.shape[0] * (k * (k + 1)) ** 2):
             a, self.n_iter_, self.loss_ = newton_multinomial(
-                self._features(logits), y, init, self._penalty_weights(k)
+                self._features(logits), y, init, self._penalty_weights(k), free=free
             )
         self.coef_, self.intercept_ = a[:, :k].copy(), a[:, k].copy()
 

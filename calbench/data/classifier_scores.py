@@ -2,7 +2,10 @@
 
 For each repeat r and outer stratified fold o, the outer training part is split again into
 ``calibration_folds`` stratified parts; for each part c the classifier is trained on the
-other parts and scores part c (the calibration data) and the outer test part. Every
+other parts and scores part c (the calibration data), the outer test part and its own
+training parts (where Kull et al. choose the calibrators' hyperparameters: "we used the
+training fold of the classifier to choose the hyperparameter values with the lowest
+log-loss", Kull 4.1; experiments_neurips ``cv_calibration`` passes ``X_val=x_t``). Every
 calibrator of the benchmark then reuses the same scores, so training the 11 classifiers is
 paid once per (data set, classifier), not once per calibrator.
 
@@ -36,11 +39,14 @@ from calbench.simplex import probs_to_logits
 
 @dataclass
 class ScoredPart:
-    """One classifier's scores: on its calibration part and on the outer test part."""
+    """One classifier's scores: on its calibration part, on the outer test part and on the
+    part it was trained on."""
 
     cal_index: np.ndarray
     cal_logits: np.ndarray
     test_logits: np.ndarray
+    train_index: np.ndarray
+    train_logits: np.ndarray
 
 
 @dataclass
@@ -76,6 +82,8 @@ def _fit_part(data: FeatureSet, estimator, train_idx, cal_idx, test_idx) -> Scor
         cal_index=cal_idx,
         cal_logits=_scores(model, data.features[cal_idx], data.n_classes),
         test_logits=_scores(model, data.features[test_idx], data.n_classes),
+        train_index=train_idx,
+        train_logits=_scores(model, data.features[train_idx], data.n_classes),
     )
 
 
@@ -112,6 +120,8 @@ def _to_arrays(folds: list[OuterFold]) -> dict[str, np.ndarray]:
             arrays[f"f{fold.index}_p{c}_cal_index"] = part.cal_index
             arrays[f"f{fold.index}_p{c}_cal_logits"] = part.cal_logits
             arrays[f"f{fold.index}_p{c}_test_logits"] = part.test_logits
+            arrays[f"f{fold.index}_p{c}_train_index"] = part.train_index
+            arrays[f"f{fold.index}_p{c}_train_logits"] = part.train_logits
     return arrays
 
 
@@ -122,9 +132,16 @@ def _from_arrays(arrays, n_folds: int, n_parts: int) -> list[OuterFold]:
             arrays[f"f{f}_test_index"],
             [
                 ScoredPart(
-                    arrays[f"f{f}_p{c}_cal_index"],
-                    arrays[f"f{f}_p{c}_cal_logits"],
-                    arrays[f"f{f}_p{c}_test_logits"],
+                    *(
+                        arrays[f"f{f}_p{c}_{name}"]
+                        for name in (
+                            "cal_index",
+                            "cal_logits",
+                            "test_logits",
+                            "train_index",
+                            "train_logits",
+                        )
+                    )
                 )
                 for c in range(n_parts)
             ],
@@ -172,7 +189,10 @@ def scored_folds(
             f"each training part ({left[rare]} left there). Lower protocol.outer_folds / "
             "protocol.calibration_folds or drop the class."
         )
-    settings = dict(repeats=repeats, outer=outer_folds, parts=calibration_folds, seed=seed)
+    # layout 2: the training-part scores are stored too (caches of layout 1 lack them).
+    settings = dict(
+        repeats=repeats, outer=outer_folds, parts=calibration_folds, seed=seed, layout=2
+    )
     if cache_dir is None:
         return compute_scored_folds(data, repeats, outer_folds, calibration_folds, seed)
     stem = f"{data.name}__{data.classifier_name}__{_cache_key(data, settings)}"

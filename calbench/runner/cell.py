@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import time
@@ -22,7 +23,7 @@ from calbench.errors import CalbenchError
 from calbench.metrics import empirical_risk, evaluate, log_loss
 from calbench.runner.decision_task import DecisionTask, configured_loss, decision_task
 from calbench.runner.protocols import make_folds
-from calbench.runner.selection import select_and_fit
+from calbench.runner.selection import select_and_fit, select_on_validation
 from calbench.simplex import softmax
 
 #: The parts of the configuration that determine a cell's numbers (and so its hash).
@@ -167,11 +168,12 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset, task: DecisionTask | Non
     return calibrator, grid, criterion
 
 
-def selection_score(cfg: DictConfig, loss_matrix):
-    """How inner CV rates a grid point: log-loss, or with ``criterion.select_by:
-    empirical_risk`` the mean cost of the Bayes decisions under ``loss_matrix``."""
+def selection_score(cfg: DictConfig, loss_matrix, log_loss_clip=None):
+    """How inner CV rates a grid point: log-loss (``log_loss_clip`` as `log_loss`'s
+    ``clip``), or with ``criterion.select_by: empirical_risk`` the mean cost of the Bayes
+    decisions under ``loss_matrix``."""
     if cfg.criterion.get("select_by", "log_loss") != "empirical_risk":
-        return log_loss
+        return functools.partial(log_loss, clip=log_loss_clip)
     return lambda probs, y: empirical_risk(probs, y, loss_matrix=loss_matrix)
 
 
@@ -217,12 +219,27 @@ def _fit_fold(cfg, dataset, task, fold, eps=None) -> tuple[FoldFit, str]:
     """Fit one calibrator per member for the decision ``task`` at ``eps``."""
     calibrator, grid, criterion = build_calibrator(cfg, dataset, task, eps)
     score = selection_score(cfg, task.training_loss(eps))
+    # A classifier's scores on its own training part are often exactly 0 or 1 (trees,
+    # forests, k-NN), so there the log-loss is clipped as scikit-learn's was in Kull et
+    # al.'s code, lest a few 708-per-sample terms decide the choice.
+    on_training = selection_score(cfg, task.training_loss(eps), log_loss_clip=1e-15)
     probs, uncalibrated, chosen, seconds = [], [], [], 0.0
     for member in fold.members:
         start = time.perf_counter()
-        model, params = fit_selected(
-            cfg, calibrator, grid, member.logits_fit, member.y_fit, score=score
-        )
+        if member.logits_val is None:
+            model, params = fit_selected(
+                cfg, calibrator, grid, member.logits_fit, member.y_fit, score=score
+            )
+        else:
+            model, params = select_on_validation(
+                calibrator,
+                grid,
+                member.logits_fit,
+                member.y_fit,
+                member.logits_val,
+                member.y_val,
+                score=on_training,
+            )
         seconds += time.perf_counter() - start
         probs.append(model.predict_proba(member.logits_eval))
         uncalibrated.append(softmax(member.logits_eval))

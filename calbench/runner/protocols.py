@@ -8,7 +8,9 @@
   outer folds; inside each, the classifier is trained on all but one of
   ``calibration_folds`` parts and scores the remaining part (where a calibrator is fitted)
   and the outer test part. The fold's prediction is the average of the calibrated
-  predictions of those ``calibration_folds`` classifier-calibrator pairs.
+  predictions of those ``calibration_folds`` classifier-calibrator pairs. Grids are searched
+  by inner CV on the calibration part (``select_on="inner_cv"``) or, as Kull et al. did,
+  on the classifier's own training part (``select_on="classifier_training"``).
 
 A `Fold` holds one or more `Member`s sharing the evaluation labels; the runner fits one
 calibrator per member and averages their predictions on the evaluation part.
@@ -24,14 +26,19 @@ from sklearn.model_selection import StratifiedKFold
 
 from calbench.data import Dataset, FeatureSet
 from calbench.data.classifier_scores import scored_folds
-from calbench.errors import CalbenchError, check_int
+from calbench.errors import CalbenchError, check_choice, check_int
 
 
 @dataclass
 class Member:
+    """Where one calibrator is fitted and what it predicts; with ``logits_val``, its grid
+    is chosen on those scores instead of by inner CV on the fitting data."""
+
     logits_fit: np.ndarray
     y_fit: np.ndarray
     logits_eval: np.ndarray
+    logits_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
 
 
 @dataclass
@@ -67,12 +74,26 @@ def nested(dataset: Dataset, outer_folds: int = 5, seed: int = 0) -> Iterator[Fo
         yield Fold(i, [Member(logits[fit_idx], y[fit_idx], logits[eval_idx])], y[eval_idx])
 
 
-def classifier_cv(dataset: FeatureSet, seed: int = 0, **options) -> Iterator[Fold]:
-    """Options as `calbench.data.classifier_scores.scored_folds` takes them."""
+SELECT_ON = ("inner_cv", "classifier_training")
+
+
+def classifier_cv(
+    dataset: FeatureSet, seed: int = 0, select_on: str = "inner_cv", **options
+) -> Iterator[Fold]:
+    """Options as `calbench.data.classifier_scores.scored_folds` takes them, and where the
+    grids are chosen (``select_on``, see the module docstring)."""
+    check_choice(select_on, "select_on", "protocol classifier_cv", SELECT_ON)
     folds = scored_folds(dataset, seed=seed, **options)
+    on_training = select_on == "classifier_training"
     for fold in folds:
         members = [
-            Member(part.cal_logits, dataset.y[part.cal_index], part.test_logits)
+            Member(
+                part.cal_logits,
+                dataset.y[part.cal_index],
+                part.test_logits,
+                part.train_logits if on_training else None,
+                dataset.y[part.train_index] if on_training else None,
+            )
             for part in fold.parts
         ]
         yield Fold(fold.index, members, dataset.y[fold.test_index])
@@ -85,7 +106,7 @@ PROTOCOLS = {
     "classifier_cv": (
         classifier_cv,
         FeatureSet,
-        ("repeats", "outer_folds", "calibration_folds", "cache_dir"),
+        ("repeats", "outer_folds", "calibration_folds", "cache_dir", "select_on"),
     ),
 }
 

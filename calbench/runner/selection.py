@@ -1,4 +1,4 @@
-"""Hyperparameter choice by inner K-fold CV on log-loss.
+"""Hyperparameter choice: by inner K-fold CV on log-loss, or on separate validation scores.
 
 The inner folds are stratified (``inner_cv="stratified"``, the default) or plain shuffled
 K-fold (``inner_cv="kfold"``: scikit-learn's ``KFold(K, shuffle=True, random_state=seed)``,
@@ -8,6 +8,11 @@ For each point of the method's grid, the calibrator is fitted on K-1 inner folds
 by log-loss on the held-out fold; the point with the lowest pooled out-of-fold log-loss
 wins. Then either the winner is refitted on all the fitting data, or (Kull et al.) the K
 inner models of the winner are kept and their predictions averaged.
+
+`select_on_validation` is Kull et al.'s choice for their non-neural study: every grid point
+is fitted on the calibration data and rated on other scores (the classifier's own training
+part); one-vs-rest maps pick their point per class, on that class's binary log-loss, as
+their ``OneVsRestCalibrator`` hands each binary calibrator its own validation column.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from sklearn.base import clone
 from sklearn.model_selection import KFold, ParameterGrid, StratifiedKFold
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.binary import OneVsRestCalibrator
 from calbench.errors import check_choice
 from calbench.metrics import log_loss
 from calbench.runner.protocols import check_class_counts
@@ -87,3 +93,43 @@ def select_and_fit(
     if average_inner_models:
         return AveragedCalibrator(members=models).fit(logits, y), params
     return clone(calibrator).set_params(**params).fit(logits, y), params
+
+
+def select_on_validation(
+    calibrator: Calibrator,
+    grid: dict,
+    logits: np.ndarray,
+    y: np.ndarray,
+    logits_val: np.ndarray,
+    y_val: np.ndarray,
+    *,
+    score=log_loss,
+) -> tuple[Calibrator, dict]:
+    """Fit every grid point on (logits, y); keep the one ``score`` rates best on
+    (logits_val, y_val), the first of ties. One-vs-rest calibrators choose per class (the
+    chosen parameters then hold one value per class)."""
+    points = list(ParameterGrid(grid)) if grid else [{}]
+    models = _fit_path(calibrator, points, logits, y)
+    if len(points) == 1:
+        return models[0], points[0]
+    if isinstance(calibrator, OneVsRestCalibrator):
+        model, best = OneVsRestCalibrator.combine_per_class(models, logits_val, y_val)
+        return model, {name: [points[b][name] for b in best] for name in points[0]}
+    values = [score(model.predict_proba(logits_val), y_val) for model in models]
+    best = int(np.argmin(values))
+    return models[best], points[best]
+
+
+def _fit_path(calibrator: Calibrator, points: list[dict], logits, y) -> list[Calibrator]:
+    """One fitted model per grid point, in the grid's order; a calibrator that can
+    warm-start begins each fit at the previous point's solution (the same optimum of a
+    convex objective, in a fraction of the Newton steps when the grid runs from strong to
+    weak regularisation)."""
+    if "warm_start" not in calibrator.get_params():
+        return [clone(calibrator).set_params(**point).fit(logits, y) for point in points]
+    runner = clone(calibrator).set_params(warm_start=True)
+    models = []
+    for point in points:
+        model = copy.deepcopy(runner.set_params(**point).fit(logits, y))
+        models.append(model.set_params(warm_start=calibrator.get_params()["warm_start"]))
+    return models
