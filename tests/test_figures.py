@@ -100,3 +100,39 @@ def test_cd_diagram_from_the_store(tmp_path, rng):
     assert len(paths) == 1 and paths[0].stat().st_size > 5_000
     with pytest.raises(CalbenchError, match="run `calbench run experiment=nothing` first"):
         cd_figures("nothing", tmp_path, ["log_loss"], tmp_path / "figures", ["png"])
+
+
+def test_kull_fig3bc_shares_of_folds_judged_calibrated(tmp_path):
+    from calbench.plots.acceptance import acceptance_shares
+    from calbench.plots.cli import acceptance_figures
+
+    # Two tasks x two methods x five folds of the 0/1 test outcome.
+    outcome = {
+        ("d0", "uncal"): [1, 0, 0, 0, 0],
+        ("d0", "dir"): [1, 1, 1, 0, 1],
+        ("d1", "uncal"): [0, 0, 1, 1, 0],
+        ("d1", "dir"): [1, 1, 1, 1, 1],
+    }
+    rows = pd.DataFrame(
+        [
+            {
+                "dataset": d,
+                "classifier": c,
+                "method": m,
+                "fold": f,
+                "metric": "p_cw_ece",
+                "value": float(v),
+            }
+            for c in ("knn", "tree")
+            for (d, m), values in outcome.items()
+            for f, v in enumerate(values)
+        ]
+    )
+    shares = acceptance_shares(rows, "p_cw_ece").set_index(["dataset", "classifier", "method"])
+    assert shares.loc[("d0", "knn", "dir"), "value"] == pytest.approx(0.8)
+    assert shares.loc[("d1", "tree", "uncal"), "value"] == pytest.approx(0.4)
+    paths = acceptance_figures("e", rows, tmp_path, ["png"])
+    assert [p.name for p in paths] == [
+        "e_p_cw_ece_per_method.png",
+        "e_p_cw_ece_uncal_per_classifier.png",
+    ]

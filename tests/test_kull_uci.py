@@ -106,11 +106,15 @@ def test_dir_l2_lambda_is_chosen_on_the_classifiers_training_part(tmp_path):
     rows = run_cell(cfg)
     assert rows.groupby("fold").size().nunique() == 1 and rows["fold"].nunique() == 5
     grid = list(cfg.method.grid.reg_lambda)
-    data = load_dataset("tabular", source="iris", classifier={
-        "name": "lda",
-        "estimator": "sklearn.discriminant_analysis.LinearDiscriminantAnalysis",
-        "params": {},
-    })
+    data = load_dataset(
+        "tabular",
+        source="iris",
+        classifier={
+            "name": "lda",
+            "estimator": "sklearn.discriminant_analysis.LinearDiscriminantAnalysis",
+            "params": {},
+        },
+    )
     folds = scored_folds(data, repeats=1, cache_dir=tmp_path / "classifier_scores")
     for fold in folds[:2]:
         chosen = json.loads(rows[rows["fold"] == fold.index]["params"].iat[0])

@@ -183,7 +183,15 @@ def test_report_statuses_and_tolerance_rules(monkeypatch):
 def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
     """Kull Tables 1-2 are average ranks: the report takes them from the kull_uci table spec
     built on the store (here two tasks where the ranks are known by construction)."""
-    methods = ["dir_l2", "beta", "histbin_freq", "isotonic", "histbin_width", "ts", "uncal"]
+    methods = [
+        "dir_l2_kull_uci",
+        "beta",
+        "histbin_freq",
+        "isotonic",
+        "histbin_width",
+        "ts",
+        "uncal",
+    ]
     rows = [
         {
             "experiment": "kull_uci",
@@ -210,8 +218,10 @@ def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
     monkeypatch.setattr(report_module, "ResultStore", FakeStore)
     out = compare("kull_uci").set_index(["table", "dataset", "method"])
     lda = out.loc[("Table 2", "classifier:lda")]
-    assert lda.loc["dir_l2", "calbench"] == "1.00" and lda.loc["uncal", "calbench"] == "7.00"
-    assert lda.loc["dir_l2", "status"] == "differs"  # Kull prints 1.6 for lda
+    assert (
+        lda.loc["dir_l2_kull_uci", "calbench"] == "1.00" and lda.loc["uncal", "calbench"] == "7.00"
+    )
+    assert lda.loc["dir_l2_kull_uci", "status"] == "differs"  # Kull prints 1.6 for lda
     assert out.loc[("Table 2", "classifier:all", "ts"), "calbench"] == "6.000"
     assert out.loc[("Table 2", "classifier:adas", "ts"), "status"] == "not run"
     assert (out.loc["Table 1"]["status"] == "not run").all()  # no p_cw_ece cells

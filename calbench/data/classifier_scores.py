@@ -77,6 +77,9 @@ def _fit_part(data: FeatureSet, estimator, train_idx, cal_idx, test_idx) -> Scor
         # iteration cap and QDA warns on collinear features, as in the paper's runs.
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", UserWarning)
+        # scikit-learn 1.9 deprecates SVC(probability=True), the Platt-scaled SVC that
+        # Kull's svc-linear and svc-rbf are; it still computes the same scores.
+        warnings.simplefilter("ignore", FutureWarning)
         model.fit(data.features[train_idx], data.y[train_idx])
     return ScoredPart(
         cal_index=cal_idx,

@@ -4,7 +4,9 @@
   of the experiment's sweep plus the calibration data and the true map; confidence and
   class-1 reliability diagrams for a few methods. Methods are refitted as the experiment's
   config says (seeded, so the maps are the ones whose numbers are in the tables).
-- Experiments with several data sets in the store: a critical-difference diagram per metric.
+- Experiments with several data sets in the store: a critical-difference diagram per metric
+  (p-cw-ECE's too where it was recorded: Kull Fig. 3a) and, for the calibration tests'
+  acceptance shares, Kull Fig. 3b (per calibrator) and 3c (per classifier, uncalibrated).
 - Any experiment with results: KS calibration graphs (Gupta Fig. 1 a-b) of the refitted
   methods on 3-class data, and Hoki Fig. 3's log ECE vs variance scatter from the store.
 """
@@ -20,6 +22,7 @@ import matplotlib.pyplot as plt
 from hydra import compose, initialize_config_module
 
 from calbench.errors import CalbenchError
+from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
 from calbench.plots.cd_diagram import cd_diagram
 from calbench.plots.ks import ece_variance_scatter, ks_curves
 from calbench.plots.reliability import reliability_diagram
@@ -165,6 +168,28 @@ def ece_variance_figure(experiment, results_dir, out_dir, formats, rows=None) ->
     return save_figure(fig, out_dir, f"{experiment}_ece_vs_variance", formats)
 
 
+def acceptance_figures(experiment, rows, out_dir, formats) -> list[Path]:
+    """Kull Fig. 3b (share of folds judged calibrated, per calibrator, across tasks) and 3c
+    (per classifier, uncalibrated) for each stored ``p_*`` acceptance metric."""
+    paths = []
+    for metric in ("p_cw_ece", "p_conf_ece"):
+        shares = acceptance_shares(rows, metric)
+        if shares["dataset"].nunique() < 2:
+            continue
+        order = list(shares.groupby("method")["value"].mean().sort_values(ascending=False).index)
+        fig, ax = plt.subplots(figsize=(1.0 + 0.7 * len(order), 3.6))
+        acceptance_boxes(ax, shares, "method", f"{experiment}: {metric}, per calibrator", order)
+        paths += save_figure(fig, out_dir, f"{experiment}_{metric}_per_method", formats)
+        uncal = shares[shares["method"] == "uncal"]
+        if uncal["classifier"].nunique() > 1:
+            fig, ax = plt.subplots(figsize=(1.0 + 0.6 * uncal["classifier"].nunique(), 3.6))
+            acceptance_boxes(ax, uncal, "classifier", f"{experiment}: {metric}, uncalibrated")
+            paths += save_figure(
+                fig, out_dir, f"{experiment}_{metric}_uncal_per_classifier", formats
+            )
+    return paths
+
+
 def write_figures(
     experiment,
     results_dir="results",
@@ -181,7 +206,12 @@ def write_figures(
         paths += simplex_figures(experiment, out_dir, formats, methods)
     stored = ResultStore(results_dir).read(experiment)
     if stored["dataset"].nunique() > 1:
-        paths += cd_figures(experiment, results_dir, metrics, out_dir, formats, rows=stored)
+        # Kull Fig. 3a: the CD diagram of p-cw-ECE wherever that test was recorded.
+        shown = list(metrics) + [m for m in ("p_cw_ece",) if m in set(stored["metric"])]
+        paths += cd_figures(
+            experiment, results_dir, dict.fromkeys(shown), out_dir, formats, rows=stored
+        )
+        paths += acceptance_figures(experiment, stored, out_dir, formats)
     if not stored.empty:
         paths += ece_variance_figure(experiment, results_dir, out_dir, formats, rows=stored)
     if not paths:

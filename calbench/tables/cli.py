@@ -17,14 +17,29 @@ from calbench.tables.render import RENDERERS
 
 
 def table_specs() -> dict[str, dict]:
-    """All shipped table specs by name (file stem)."""
+    """All shipped table specs by name, one per experiment it applies to.
+
+    A spec names one ``experiment`` (its name is the file stem), or several as
+    ``experiments: {name: title note or null}`` (Kull's tables for kull_uci, kull_uci_full
+    and kull_uci_offline): each gets the file stem with its first experiment's name
+    replaced, and its note appended to the title.
+    """
     folder = resources.files("calbench.conf").joinpath("table")
     specs = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".yaml"):
-            spec = load_yaml(entry.read_text())
-            spec["name"] = entry.name[: -len(".yaml")]
-            specs[spec["name"]] = spec
+        if not entry.name.endswith(".yaml"):
+            continue
+        spec = load_yaml(entry.read_text())
+        stem = entry.name[: -len(".yaml")]
+        experiments = spec.pop("experiments", None) or {spec["experiment"]: None}
+        first = next(iter(experiments))
+        if not stem.startswith(first):
+            raise CalbenchError(f"table spec {entry.name} must be named after {first!r}.")
+        for experiment, note in experiments.items():
+            one = dict(spec, experiment=experiment, name=experiment + stem[len(first) :])
+            if note:
+                one["title"] = f"{spec['title'].rstrip('.')}, {note}."
+            specs[one["name"]] = one
     return specs
 
 
