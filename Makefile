@@ -23,8 +23,8 @@ test-slow:
 	$(PYTHON) -m pytest -q -m slow
 
 lint:
-	ruff check calbench tests benchmarks scripts
-	ruff format --check calbench tests benchmarks scripts
+	ruff check calbench hydra_plugins tests benchmarks scripts
+	ruff format --check calbench hydra_plugins tests benchmarks scripts
 
 DATA ?= data
 

@@ -293,3 +293,32 @@ def test_outputs_stay_on_the_simplex_for_any_logits(name, scale, seed):
     p = cal.fit(z, y).predict_proba(gen.normal(size=(60, 4)) * scale)
     assert np.isfinite(p).all() and (p >= 0).all()
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
+
+
+def _bad_values(rule):
+    from calbench.calibrators.constraints import Flag
+
+    if isinstance(rule, Flag):
+        return [1, "yes"]
+    bad = ["abc", True]
+    if rule.low is not None:
+        bad.append(rule.low - 1 if not rule.strict else rule.low)
+    if rule.integer:
+        bad.append(10.7)
+    return bad
+
+
+@pytest.mark.parametrize("name", sorted(CALIBRATORS))
+def test_every_constrained_parameter_rejects_bad_values_before_fitting(name):
+    from calbench.calibrators.constraints import CONSTRAINTS
+
+    calibrator = make_calibrator(name) if name != "compose" else None
+    if calibrator is None:
+        pytest.skip("compose's parameters are its steps'")
+    z = np.zeros((6, 3))
+    y = np.array([0, 1, 2, 0, 1, 2])
+    constrained = [p for p in calibrator.get_params(deep=False) if p in CONSTRAINTS]
+    for param in constrained:
+        for value in _bad_values(CONSTRAINTS[param]):
+            with pytest.raises(CalbenchError, match=f"The '{param}' parameter of .* must be"):
+                clone(calibrator).set_params(**{param: value}).fit(z, y)

@@ -240,7 +240,9 @@ def test_composition_equals_chaining_by_hand(synthetic):
 def test_bad_hyperparameters_are_clear(small):
     p_cal, y_cal, _ = small
     x = probs_to_logits(p_cal)
-    with pytest.raises(CalbenchError, match="n_neighbors must be >= 1"):
+    with pytest.raises(
+        CalbenchError, match="'n_neighbors' parameter of KNNCalibrator must be an int >= 1"
+    ):
         make_calibrator("knn_kl", n_neighbors=0).fit(x, y_cal)
     # More neighbours than samples: clipped to all of them (documented), same as k = n.
     clipped = make_calibrator("knn_kl", n_neighbors=4096).fit(x, y_cal)
@@ -249,7 +251,9 @@ def test_bad_hyperparameters_are_clear(small):
         clipped.predict_proba(x),
         make_calibrator("knn_kl", n_neighbors=300).fit(x, y_cal).predict_proba(x),
     )
-    with pytest.raises(CalbenchError, match="bandwidth must be > 0"):
+    with pytest.raises(
+        CalbenchError, match="'bandwidth' parameter of KernelCalibrator must be a number > 0"
+    ):
         make_calibrator("kernel_dir", bandwidth=0).fit(x, y_cal)
     with pytest.raises(CalbenchError, match="power of two"):
         make_calibrator("forest", n_bins=12).fit(x, y_cal)

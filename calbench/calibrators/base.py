@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from calbench.calibrators.constraints import CONSTRAINTS
 from calbench.data.dataset import check_labels, check_scores
 from calbench.errors import CalbenchError
 
@@ -21,6 +22,20 @@ class Calibrator(ClassifierMixin, BaseEstimator):
 
     #: "logits" for maps defined on logits, "probabilities" for maps on softmax outputs.
     input_kind = "logits"
+    #: Constraints of this class's parameters beyond (or instead of) the shared ones.
+    _parameter_constraints: dict = {}
+
+    def validate_params(self) -> None:
+        """Check every parameter against its constraint (`calbench.calibrators.constraints`):
+        one error naming the parameter, what it may be and what it got."""
+        table = {**CONSTRAINTS, **self._parameter_constraints}
+        for name, value in self.get_params(deep=False).items():
+            rule = table.get(name)
+            if rule is not None and not rule.accepts(value):
+                raise CalbenchError(
+                    f"The {name!r} parameter of {type(self).__name__} must be "
+                    f"{rule.describe()}. Got {value!r} instead."
+                )
 
     def fit(self, logits, y):
         """Fit the calibration map.
@@ -36,6 +51,7 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         self
         """
         owner = f"{type(self).__name__}.fit"
+        self.validate_params()
         logits = check_scores(logits, "logits", owner)
         y = check_labels(y, "y", owner, len(logits), logits.shape[1])
         self.n_classes_ = logits.shape[1]

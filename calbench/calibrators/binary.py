@@ -14,7 +14,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from calbench.calibrators.base import Calibrator
-from calbench.errors import check_choice, check_int
+from calbench.errors import check_choice
 from calbench.metrics.binned import bin_indices
 from calbench.simplex import TINY, softmax
 
@@ -79,7 +79,7 @@ class HistogramBinning(OneVsRestCalibrator):
         self.binning = binning
 
     def _fit_binary(self, scores, outcomes):
-        n_bins = check_int(self.n_bins, "n_bins", type(self).__name__)
+        n_bins = int(self.n_bins)
         check_choice(self.binning, "binning", type(self).__name__, ("equal_width", "equal_size"))
         bins = bin_indices(scores, n_bins, self.binning)
         counts = np.bincount(bins, minlength=n_bins)
@@ -128,7 +128,7 @@ class SmoothedBinning(OneVsRestCalibrator):
         self.alpha = alpha
 
     def _fit_binary(self, scores, outcomes):
-        n_bins = check_int(self.n_bins, "n_bins", type(self).__name__)
+        n_bins = int(self.n_bins)
         check_choice(self.strategy, "strategy", type(self).__name__, ("uniform", "quantile"))
         alpha = float(self.alpha)
         if self.strategy == "quantile":

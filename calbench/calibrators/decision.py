@@ -20,7 +20,7 @@ import torch
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.neighbourhood import CROPPINGS, crop, default_epsilon
 from calbench.device import resolve_device
-from calbench.errors import check_choice, check_int
+from calbench.errors import check_choice
 from calbench.simplex import softmax
 
 
@@ -72,10 +72,9 @@ class DecisionCalibrator(Calibrator):
         self.device = device
 
     def _fit(self, logits, y):
-        n_decisions = check_int(self.n_decisions, "n_decisions", "dec", minimum=2)
+        n_decisions = int(self.n_decisions)
         check_choice(self.cropping, "cropping", "dec", CROPPINGS)
-        n_iterations = check_int(self.n_iterations, "n_iterations", "dec", minimum=0)
-        steps = check_int(self.n_steps, "n_steps", "dec")
+        n_iterations, steps = int(self.n_iterations), int(self.n_steps)
         gen = torch.Generator().manual_seed(int(self.random_state))
         device = resolve_device(self.device)
         probs = torch.from_numpy(softmax(logits)).to(device)

@@ -18,7 +18,7 @@ from scipy.sparse import csr_matrix
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.neighbourhood import CROPPINGS, crop, default_epsilon
-from calbench.errors import CalbenchError, check_choice, check_int
+from calbench.errors import CalbenchError, check_choice
 from calbench.simplex import softmax
 
 
@@ -47,8 +47,7 @@ class RandomCalibrationForest(Calibrator):
 
     def _fit(self, logits, y):
         check_choice(self.cropping, "cropping", "forest", CROPPINGS)
-        check_int(self.n_trees, "n_trees", "forest")
-        n_bins = check_int(self.n_bins, "n_bins", "forest")
+        n_bins = int(self.n_bins)
         depth = n_bins.bit_length() - 1
         if 2**depth != n_bins:
             raise CalbenchError(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
-from calbench.errors import CalbenchError, check_choice, check_int
+from calbench.errors import CalbenchError, check_choice
 from calbench.simplex import softmax
 
 
@@ -212,9 +212,6 @@ class HokiCalibrator(Calibrator):
     def _fit(self, logits, y):
         check_choice(self.family, "family", "hoki", ("search", "gaussian", "uniform"))
         check_choice(self.init, "init", "hoki", ("accuracy", "confidence"))
-        check_int(self.n_transforms, "n_transforms", "hoki")
-        check_int(self.n_bins, "n_bins", "hoki")
-        check_int(self.max_iter, "max_iter", "hoki")
         if self.spread is not None and not self.spread > 0:
             raise CalbenchError(f"hoki: spread must be positive; got {self.spread}.")
         correct = (logits.argmax(axis=1) == y).astype(np.float64)

@@ -133,8 +133,6 @@ class KNNCalibrator(NeighbourhoodCalibrator):
 
     def _fit(self, logits, y):
         super()._fit(logits, y)
-        if int(self.n_neighbors) < 1:
-            raise CalbenchError(f"n_neighbors must be >= 1; got {self.n_neighbors!r}.")
         # Valk's grid reaches 4096 neighbours; on a smaller calibration set (or inner fold)
         # k is clipped to its size, i.e. every point is a neighbour: a documented clip
         # rather than an error that would stop a whole sweep. n_neighbors_ is the k used.
@@ -194,8 +192,6 @@ class KernelCalibrator(NeighbourhoodCalibrator):
         check_choice(
             self.dirichlet_alpha, "dirichlet_alpha", "KernelCalibrator", ("calibration", "test")
         )
-        if not float(self.bandwidth) > 0:
-            raise CalbenchError(f"The kernel bandwidth must be > 0; got {self.bandwidth!r}.")
 
     def _fit(self, logits, y):
         super()._fit(logits, y)

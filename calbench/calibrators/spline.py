@@ -147,7 +147,7 @@ class SplineCalibrator(Calibrator):
         self.within_top = within_top
 
     def _fit(self, logits, y):
-        n_knots = check_int(self.n_knots, "n_knots", "spline", minimum=2)
+        n_knots = int(self.n_knots)
         ranks = check_int(self.ranks, "ranks", "spline", minimum=0 if self.within_top else 1)
         probs = softmax(logits)
         if ranks > probs.shape[1]:

@@ -1,0 +1,77 @@
+"""What each calibrator parameter may be, checked once in ``fit`` (as scikit-learn's
+``_parameter_constraints``).
+
+Parameters mean the same thing in every calibrator that has them (``reg_lambda`` is a
+penalty weight wherever it appears), so the constraints are declared once, by name;
+a class whose parameter means something else overrides its entry in
+``Calibrator._parameter_constraints``. String options are checked where they are used
+(`calbench.errors.check_choice`), against the choices of that class.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Number:
+    """A real (or, with ``integer``, an int) no smaller than ``low`` (above it if
+    ``strict``); booleans are not numbers here."""
+
+    low: float | None = None
+    strict: bool = False
+    integer: bool = False
+
+    def accepts(self, value) -> bool:
+        kind = numbers.Integral if self.integer else numbers.Real
+        if isinstance(value, bool) or not isinstance(value, kind):
+            return False
+        if self.low is None:
+            return True
+        return value > self.low if self.strict else value >= self.low
+
+    def describe(self) -> str:
+        kind = "an int" if self.integer else "a number"
+        if self.low is None:
+            return kind
+        return f"{kind} {'>' if self.strict else '>='} {self.low:g}"
+
+
+@dataclass(frozen=True)
+class Flag:
+    def accepts(self, value) -> bool:
+        return isinstance(value, bool)
+
+    def describe(self) -> str:
+        return "true or false"
+
+
+NON_NEGATIVE = Number(0.0)
+POSITIVE = Number(0.0, strict=True)
+COUNT = Number(1, integer=True)
+
+#: parameter name -> what it may be, for every calibrator that has the parameter.
+CONSTRAINTS = {
+    **dict.fromkeys(
+        ("alpha", "reg_lambda", "reg_mu", "tie_break", "weight_decay", "noise"), NON_NEGATIVE
+    ),
+    **dict.fromkeys(("bandwidth", "learning_rate", "tol"), POSITIVE),
+    **dict.fromkeys(
+        (
+            "max_iter",
+            "n_bins",
+            "n_neighbors",
+            "n_steps",
+            "n_transforms",
+            "n_trees",
+            "search_size",
+        ),
+        COUNT,
+    ),
+    "n_knots": Number(2, integer=True),
+    "n_decisions": Number(2, integer=True),
+    "n_iterations": Number(0, integer=True),
+    **dict.fromkeys(("random_state", "seed", "ranks"), Number(0, integer=True)),
+    **dict.fromkeys(("penalise_intercept", "reference_class", "warm_start"), Flag()),
+}
