@@ -8,6 +8,7 @@ Hydra users expect. User errors print one line and exit with status 2.
 from __future__ import annotations
 
 import sys
+import time
 
 from calbench.errors import CalbenchError
 
@@ -39,7 +40,13 @@ def _run(argv: list[str]) -> None:
 
     @hydra.main(version_base="1.3", config_path="conf", config_name="config")
     def app(cfg: DictConfig) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        from calbench.runner.checks import check_experiment_choice, check_run_config
+
         try:
+            check_experiment_choice(HydraConfig.get().runtime.choices.get("experiment"))
+            check_run_config(cfg)
             run_job(cfg)
         except CalbenchError as exc:
             # SystemExit passes through Hydra's error reporting: one line, no traceback.
@@ -47,6 +54,23 @@ def _run(argv: list[str]) -> None:
 
     sys.argv = ["calbench run", *argv]
     app()
+
+
+def _interrupted(argv: list[str], started: float) -> None:
+    """Ctrl-C during ``run``: one line saying what is safe (cells are stored atomically)."""
+    from pathlib import Path
+
+    results = next((a.split("=", 1)[1] for a in argv if a.startswith("results_dir=")), "results")
+    store = Path(results) / "store"
+    done = (
+        [p for p in store.glob("*.csv") if p.stat().st_mtime >= started] if store.is_dir() else []
+    )
+    print(
+        f"\ninterrupted: {len(done)} cell(s) stored in {store} by this run; rerun the same "
+        "command to resume (stored cells are skipped).",
+        file=sys.stderr,
+    )
+    raise SystemExit(130)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,7 +81,11 @@ def main(argv: list[str] | None = None) -> None:
     command, rest = argv[0], argv[1:]
     try:
         if command == "run":
-            _run(rest)
+            started = time.time()
+            try:
+                _run(rest)
+            except KeyboardInterrupt:
+                _interrupted(rest, started)
         elif command == "tables":
             from calbench.tables.cli import main as tables_main
 

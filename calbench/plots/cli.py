@@ -239,11 +239,19 @@ def main(argv: list[str]) -> None:
         help="a Hydra override for the refitted methods, e.g. dataset.n_test=2000",
     )
     args = parser.parse_args(argv)
+    formats = [f for f in args.formats.split(",") if f]
+    known = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    unknown = sorted(set(formats) - set(known))
+    if unknown:  # before any refit, not after
+        raise CalbenchError(
+            f"Unknown figure format(s) {unknown}; matplotlib writes: {', '.join(sorted(known))}."
+        )
     _OVERRIDES[:] = args.override
     paths = write_figures(
         args.experiment,
         args.results_dir,
-        [f for f in args.formats.split(",") if f],
+        formats,
         [m for m in args.metrics.split(",") if m],
         [m for m in (args.methods or "").split(",") if m] or None,
     )

@@ -21,6 +21,7 @@ from calbench.decision.family import between
 from calbench.decision.shift import adapt_posteriors
 from calbench.errors import CalbenchError
 from calbench.metrics import empirical_risk, evaluate, log_loss
+from calbench.runner.checks import method_grid
 from calbench.runner.decision_task import DecisionTask, configured_loss, decision_task
 from calbench.runner.protocols import make_folds
 from calbench.runner.selection import select_and_fit, select_on_validation
@@ -127,9 +128,11 @@ def criterion_grid(cfg: DictConfig, spec, keys) -> dict:
     return {key: variants for key in keys}
 
 
-def public_params(chosen: dict) -> dict:
+def public_params(chosen: dict, model=None) -> dict:
     """Chosen parameters as stored: a criterion spec shrinks to its name and scalar options
-    (its loss matrices are in the cell's config)."""
+    (its loss matrices are in the cell's config); a value the fitted ``model`` adjusted
+    (k clipped to the data size: ``n_neighbors_``) is stored as the value it used."""
+    chosen = {k: getattr(model, f"{k}_", v) for k, v in chosen.items()}
     return {
         k: {o: v for o, v in value.items() if not isinstance(v, list)}
         if isinstance(value, dict)
@@ -156,7 +159,7 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset, task: DecisionTask | Non
         **{k: cfg.get("device", "cpu") for k in _steps_taking(accepted, "device")},
     )
     criterion = cfg.criterion.name if criterion_keys else "none"
-    grid = dict(method.get("grid") or {})
+    grid = method_grid(method)
     if criterion_keys:
         grid.update(criterion_grid(cfg, spec, criterion_keys))
     unknown = sorted(set(grid) - set(accepted))
@@ -243,7 +246,7 @@ def _fit_fold(cfg, dataset, task, fold, eps=None) -> tuple[FoldFit, str]:
         seconds += time.perf_counter() - start
         probs.append(model.predict_proba(member.logits_eval))
         uncalibrated.append(softmax(member.logits_eval))
-        chosen.append(public_params(params))
+        chosen.append(public_params(params, model))
     if len(fold.members) == 1:
         return FoldFit(probs[0], uncalibrated[0], chosen[0], seconds), criterion
     fit = FoldFit(np.mean(probs, axis=0), np.mean(uncalibrated, axis=0), chosen, seconds)

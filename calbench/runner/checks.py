@@ -1,0 +1,103 @@
+"""Checks of a run's configuration before any work: one clear error per mistake.
+
+Hydra already refuses a config name that names no file in a required group; these are the
+mistakes it lets through: a preset name that names no file (``experiment`` is an optional
+group, so a typo silently ran the default cell), keys added with ``+`` that nothing reads,
+grid values of the wrong type or sign, a parameter both fixed and searched, a seed that is
+not an integer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import numbers
+from importlib import resources
+
+from omegaconf import DictConfig, OmegaConf
+from sklearn.base import clone
+
+from calbench.calibrators import make_calibrator
+from calbench.errors import CalbenchError
+
+#: The keys of a run's config (config.yaml's own and its groups'), and of a method config.
+RUN_KEYS = (
+    "dataset classifier method criterion loss shift protocol metrics experiment seed "
+    "results_dir data_dir device force hydra"
+).split()
+METHOD_KEYS = ("name", "calibrator", "params", "grid")
+
+
+def nearest(name: str, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or nothing."""
+    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def presets() -> list[str]:
+    folder = resources.files("calbench.conf").joinpath("experiment")
+    return sorted(e.name[: -len(".yaml")] for e in folder.iterdir() if e.name.endswith(".yaml"))
+
+
+def check_experiment_choice(choice) -> None:
+    """``experiment=NAME`` must name a preset (Hydra skips a missing optional one)."""
+    if choice is not None and choice not in presets():
+        raise CalbenchError(
+            f"experiment={choice} names no preset{nearest(choice, presets())}; "
+            f"the presets are: {', '.join(presets())}."
+        )
+
+
+def _unknown(keys, known, where: str) -> None:
+    extra = [k for k in keys if k not in known]
+    if extra:
+        key = extra[0]
+        raise CalbenchError(
+            f"unknown config key {where}{key}{nearest(key, known)}: nothing reads it. "
+            f"The keys{' of ' + where.rstrip('.') if where else ''} are: {', '.join(known)}."
+        )
+
+
+def method_grid(method: dict) -> dict[str, list]:
+    """The method's grid with each value a list: a scalar is a one-point grid (the natural
+    ``method.grid.n_neighbors=64``); an empty list is an error."""
+    grid = {}
+    for key, values in (method.get("grid") or {}).items():
+        values = list(values) if isinstance(values, list | tuple) else [values]
+        if not values:
+            raise CalbenchError(
+                f"method {method.get('name')!r}: method.grid.{key} is empty; give at least "
+                f"one value (method.grid.{key}=[v1,v2]) or remove it from the grid."
+            )
+        grid[key] = values
+    return grid
+
+
+def check_method(method: dict) -> None:
+    """A method config's keys, its fixed params and every grid value, against the
+    calibrator's parameters and their constraints."""
+    _unknown(list(method), METHOD_KEYS, "method.")
+    params = dict(method.get("params") or {})
+    calibrator = make_calibrator(method["calibrator"], **params)  # unknown params: its error
+    calibrator.validate_params()
+    grid = method_grid(method)
+    accepted = calibrator.get_params()
+    for key, values in grid.items():
+        if key in params:
+            raise CalbenchError(
+                f"method {method['name']!r}: {key!r} is both fixed (method.params.{key}="
+                f"{params[key]}) and searched (method.grid.{key}={values}); the grid would "
+                f"override it. Fix it with method.grid.{key}=[{params[key]}], or drop the param."
+            )
+        if key not in accepted:
+            continue  # the criterion's grid and unknown names are `build_calibrator`'s
+        for value in values:
+            clone(calibrator).set_params(**{key: value}).validate_params()
+
+
+def check_run_config(cfg: DictConfig) -> None:
+    """Everything above, on the run's composed config."""
+    _unknown(list(cfg.keys()), RUN_KEYS, "")
+    seed = cfg.seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise CalbenchError(f"seed must be an integer; got seed={seed!r}.")
+    check_method(OmegaConf.to_container(cfg.method, resolve=True))

@@ -1,0 +1,98 @@
+"""Bad configurations get one clear error before any work (issue: no silent surprises)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from calbench.errors import CalbenchError
+from calbench.runner.cell import run_cell
+from calbench.runner.checks import check_experiment_choice, check_run_config
+from tests.test_runner import config
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["+methd=vs"], r"unknown config key methd \(did you mean 'method'\?\)"),
+        (["+method.foo=1"], "unknown config key method.foo"),
+        (["seed=abc"], "seed must be an integer; got seed='abc'"),
+        (["seed=1.5"], "seed must be an integer"),
+        (["method=knn_kl", "method.grid.n_neighbors=[]"], "method.grid.n_neighbors is empty"),
+        (
+            ["method=knn_kl", "method.grid.n_neighbors=[abc]"],
+            "'n_neighbors' parameter of KNNCalibrator must be an int >= 1. Got 'abc'",
+        ),
+        (["method=knn_kl", "method.grid.n_neighbors=[10.7]"], "must be an int >= 1. Got 10.7"),
+        (["method=dir_odir", "method.grid.reg_lambda=[-1.0]"], "must be a number >= 0"),
+        (["method=dir_odir", "+method.params.reg_mu=-2"], "'reg_mu' parameter"),
+        (
+            ["method=knn_kl", "+method.params.n_neighbors=64"],
+            "both fixed .* and searched .*; the grid would override it",
+        ),
+    ],
+)
+def test_bad_run_configs_are_refused_with_their_fix(overrides, message):
+    with pytest.raises(CalbenchError, match=message):
+        check_run_config(config(*overrides))
+
+
+def test_a_preset_name_must_name_a_preset():
+    with pytest.raises(CalbenchError, match=r"names no preset \(did you mean 'valk_synthetic'"):
+        check_experiment_choice("valk_synthetc")
+    check_experiment_choice("valk_synthetic")
+    check_experiment_choice(None)  # no preset asked for
+
+
+def test_a_scalar_grid_value_is_a_one_point_grid_and_clipped_k_is_stored_as_used():
+    cfg = config("method=knn_kl", "method.grid.n_neighbors=4096", "dataset.n_cal=200")
+    check_run_config(cfg)
+    rows = run_cell(cfg)
+    assert json.loads(rows["params"].iat[0]) == {"n_neighbors": 200}
+
+
+def test_the_cli_refuses_a_preset_typo_instead_of_running_the_default(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calbench.cli",
+            "run",
+            "experiment=valk_synthetc",
+            f"results_dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2 and "did you mean 'valk_synthetic'" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "store").exists()
+
+
+def test_ctrl_c_in_a_sweep_prints_one_line_and_exits_130(tmp_path):
+    import signal
+    import time
+
+    sweep = "method=ts,vs,bcts,dir,dir_l2,dir_odir,ms_odir"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "calbench.cli", "run", "-m", sweep, f"results_dir={tmp_path}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    store = tmp_path / "store"
+    deadline = time.time() + 120
+    while not (store.is_dir() and any(store.glob("*.csv"))) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    stored = len(list(store.glob("*.csv")))
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert f"interrupted: {stored} cell(s) stored" in err and "rerun the same command" in err
+
+
+def test_unknown_figure_formats_are_refused_first(tmp_path):
+    from calbench.plots.cli import main
+
+    with pytest.raises(CalbenchError, match=r"Unknown figure format\(s\) \['foo'\]"):
+        main(["--formats", "png,foo", "--results-dir", str(tmp_path)])
