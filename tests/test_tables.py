@@ -68,7 +68,14 @@ def test_metrics_by_method_layout():
     assert "| log-loss | 0.500<sub>2</sub> | **0.400**<sub>1</sub> | 0.300 |" in md
     assert "| average rank | 1.5 | 1.5 |  |" in md
     assert "Not yet in the store: method zz." in md
-    assert r"\textbf{0.400}$_{1}$" in to_latex(table)
+    tex = to_latex(table)
+    assert r"\textbf{0.400}$_{1}$" in tex
+    # A float with its caption and label, booktabs rules, the missing methods as a note.
+    name = spec.get("name", "t").replace("_", "-")
+    assert tex.startswith("\\begin{table}[htbp]\n\\centering\n\\caption{")
+    assert f"\\label{{tab:{name}}}" in tex and tex.rstrip().endswith("\\end{table}")
+    assert all(rule in tex for rule in (r"\toprule", r"\midrule", r"\bottomrule"))
+    assert "Not yet in the store: method zz." in tex
     csv = to_csv(table)
     assert "log-loss,A,0.5" in csv
 

@@ -88,7 +88,10 @@ def to_latex(table: RankedTable) -> str:
     n_lead = 2 if grouped else 1
     head = [""] * n_lead + [_latex_escape(c) for c in table.columns]
     lines = [
-        "% " + table.title,
+        r"\begin{table}[htbp]",
+        r"\centering",
+        r"\caption{" + _latex_escape(table.title) + "}",
+        r"\label{tab:" + table.name.replace("_", "-") + "}",
         r"\begin{tabular}{" + "l" * n_lead + "r" * len(table.columns) + "}",
         r"\toprule",
         " & ".join(head) + r" \\",
@@ -115,6 +118,13 @@ def to_latex(table: RankedTable) -> str:
                 )
                 lines.append(r"\midrule" if idx + 1 < len(body) else r"\bottomrule")
     lines.append(r"\end{tabular}")
+    if table.missing:
+        lines.append(
+            r"\par\smallskip{\footnotesize Not yet in the store: "
+            + _latex_escape(", ".join(table.missing))
+            + ".}"
+        )
+    lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
 
 
