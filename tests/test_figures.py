@@ -136,3 +136,11 @@ def test_kull_fig3bc_shares_of_folds_judged_calibrated(tmp_path):
         "e_p_cw_ece_per_method.png",
         "e_p_cw_ece_uncal_per_classifier.png",
     ]
+
+
+def test_figures_of_an_experiment_without_a_preset_come_from_the_store(tmp_path, rng):
+    from calbench.plots.cli import write_figures
+
+    _store(tmp_path, ["d0", "d1", "d2"], ["a", "b", "c"], rng)  # experiment "e": no preset
+    paths = write_figures("e", tmp_path, formats=["png"], metrics=["log_loss"])
+    assert [p.name for p in paths] == ["e_cd_log_loss.png"]

@@ -400,3 +400,55 @@ def test_a_curve_point_stored_twice_is_taken_from_the_newest_cell():
     )  # fmt: skip
     assert curve_frame(spec, rows)["mean"].tolist() == [0.3]
     assert curve_frame(spec, rows.assign(written=[100.0, 200.0]))["mean"].tolist() == [0.1]
+
+
+def test_an_experiment_without_a_paper_layout_gets_generic_ranked_tables(tmp_path, capsys):
+    from calbench.runner.store import ResultStore
+    from calbench.tables.cli import write_tables
+
+    # Two tasks x three methods of a user's own sweep (experiment `default`); the true-map
+    # error exists on the synthetic task only.
+    values = {"mine": (0.9, 0.8, 0.7), "synthetic_dirichlet": (0.5, 0.7, 0.6)}
+    base = {
+        "experiment": "default",
+        "classifier": "none",
+        "criterion": "nll",
+        "loss": "zero_one",
+        "shift": "none",
+        "protocol": "holdout",
+        "fold": 0,
+        "fit_seconds": 0.0,
+        "params": "{}",
+        "seed": 0,
+        "calbench_version": "x",
+    }
+    store = ResultStore(tmp_path)
+    for dataset, row in values.items():
+        for method, value in zip(("ts", "vs", "knn_kl"), row, strict=True):
+            metrics = {"log_loss": value, "fit_accuracy": 0.5}
+            if dataset.startswith("synthetic"):
+                metrics["true_classwise_ce"] = value / 10
+            cell = pd.DataFrame(
+                [
+                    {
+                        **base,
+                        "dataset": dataset,
+                        "method": method,
+                        "metric": m,
+                        "value": v,
+                        "config_hash": dataset + method,
+                    }
+                    for m, v in metrics.items()
+                ]
+            )
+            store.write(dataset + method, cell, "{}")
+    write_tables(tmp_path, "default", formats=("md",))
+    out = capsys.readouterr().out
+    assert "built 2 table(s) for default: default_log_loss, default_true_classwise_ce" in out
+    md = (tmp_path / "tables" / "default_log_loss.md").read_text()
+    assert "|  | knn_kl | ts | vs |" in md
+    assert "| mine | **0.7000**<sub>1</sub> | 0.9000<sub>3</sub> | 0.8000<sub>2</sub> |" in md
+    assert "| average rank | 1.5 | 2.0 | 2.5 |" in md  # (1 + 2) / 2, (3 + 1) / 2, (2 + 3) / 2
+    assert "Friedman test over 2 tasks: p = 0.607." in md  # chi2 = 1.0 on 2 df
+    true = (tmp_path / "tables" / "default_true_classwise_ce.md").read_text()
+    assert "mine" not in true and "Not yet in the store" not in true

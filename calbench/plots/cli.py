@@ -32,6 +32,7 @@ from calbench.runner.cell import (
     fit_selected,
     load_configured_dataset,
 )
+from calbench.runner.checks import presets
 from calbench.runner.store import ResultStore
 from calbench.simplex import probs_to_logits
 from calbench.tables.cli import metric_direction
@@ -199,11 +200,17 @@ def write_figures(
 ) -> list[Path]:
     out_dir = Path(results_dir) / "figures"
     paths = []
-    cfg = experiment_config(experiment)
-    swept = str((cfg.hydra.sweeper.params or {}).get("dataset", ""))
-    # A sweep over data sets overrides the default (synthetic) one the preset composes with.
-    if not swept and cfg.dataset.loader == "synthetic_dirichlet":
-        paths += simplex_figures(experiment, out_dir, formats, methods)
+    if experiment in presets():  # a user's own sweep (`default`) has no preset to refit
+        cfg = experiment_config(experiment)
+        swept = str((cfg.hydra.sweeper.params or {}).get("dataset", ""))
+        # A sweep over data sets overrides the default (synthetic) one the preset composes
+        # with; a preset that sweeps no methods has no maps to draw.
+        if (
+            not swept
+            and cfg.dataset.loader == "synthetic_dirichlet"
+            and (methods or swept_methods(experiment))
+        ):
+            paths += simplex_figures(experiment, out_dir, formats, methods)
     stored = ResultStore(results_dir).read(experiment)
     if stored["dataset"].nunique() > 1:
         # Kull Fig. 3a: the CD diagram of p-cw-ECE wherever that test was recorded.

@@ -1,4 +1,5 @@
-"""``calbench tables``: every table spec under ``conf/table`` whose experiment has results."""
+"""``calbench tables``: the paper tables (specs under ``conf/table``) of every experiment with
+results, and a generic ranked table per metric for an experiment without a paper layout."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from pathlib import Path
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
+from calbench.runner.checks import presets
 from calbench.runner.decision_task import curve_eps
 from calbench.runner.store import ResultStore, load_yaml, superseded_cells
 from calbench.tables.curves import curve_frame
+from calbench.tables.generic import generic_specs
 from calbench.tables.layouts import build_table
 from calbench.tables.render import RENDERERS
 
@@ -64,6 +67,9 @@ def metric_direction():
 def write_tables(
     results_dir, experiment=None, formats=("md", "tex", "csv"), echo=True
 ) -> list[Path]:
+    """Every table of the experiments in the store (or of ``experiment`` alone): the paper
+    layouts where an experiment has them, else the generic ranked layout
+    (`calbench.tables.generic`). Says what it built and what it skipped, with why."""
     store = ResultStore(results_dir)
     rows = store.read(latest=False)
     old = superseded_cells(rows)
@@ -74,36 +80,56 @@ def write_tables(
             f"changed between runs) and are left out of the tables: "
             f"{', '.join(sorted(old)[:5])}{' ...' if len(old) > 5 else ''} in {store.root}."
         )
-    specs = [
-        s for s in table_specs().values() if experiment is None or s["experiment"] == experiment
-    ]
-    if experiment is not None and not specs:
-        raise CalbenchError(f"No table layout is defined for experiment {experiment!r}.")
-    present = set(rows["experiment"])
-    todo = [s for s in specs if s["experiment"] in present]
-    if not todo:
-        wanted = experiment or ", ".join(sorted({s["experiment"] for s in specs}))
-        raise CalbenchError(
-            f"No results in {store.root} for {wanted}; run "
-            f"`calbench run experiment={experiment or 'valk_synthetic'}` first."
+    present = sorted(set(rows["experiment"])) if not rows.empty else []
+    wanted = [experiment] if experiment is not None else present
+    if not rows.empty and experiment is not None and experiment not in present:
+        wanted = []
+    if not wanted:
+        known = ", ".join(present) or "none"
+        name = experiment or "valk_synthetic"
+        hint = (
+            f"run `calbench run experiment={name}` first"
+            if name in presets()
+            else f"{name} is no preset; runs without experiment=... are stored as `default`"
         )
+        raise CalbenchError(
+            f"No results in {store.root} for {experiment or 'any experiment'} (experiments "
+            f"stored: {known}); {hint}."
+        )
+    paper = table_specs().values()
+    todo = []
+    for name in wanted:
+        part = rows[rows["experiment"] == name]
+        specs = [s for s in paper if s["experiment"] == name]
+        todo += [(s, part) for s in specs or generic_specs(name, part)]
     direction = metric_direction()
     out_dir = Path(results_dir) / "tables"
-    written = []
-    for spec in todo:
-        part = rows[rows["experiment"] == spec["experiment"]]
+    written, built, skipped = [], [], []
+    for spec, part in todo:
         for column, value in (spec.get("where") or {}).items():  # e.g. one prior shift
             part = part[part[column] == value]
-        if spec["layout"] == "risk_curve":
-            written += _write_curves(spec, part, direction, Path(results_dir), formats, echo)
+        try:
+            if spec["layout"] == "risk_curve":
+                written += _write_curves(spec, part, direction, Path(results_dir), formats, echo)
+                built.append(spec["name"])
+                continue
+            table = build_table(spec, part, direction)
+        except CalbenchError as exc:
+            skipped.append(f"{spec['name']}: {exc}")
             continue
-        table = build_table(spec, part, direction)
         for fmt in formats:
             path = out_dir / f"{spec['name']}.{fmt}"
             atomic_write_text(path, RENDERERS[fmt](table))
             written.append(path)
+        built.append(spec["name"])
         if echo:
             print(RENDERERS["md"](table))
+    if echo:
+        print(f"built {len(built)} table(s) for {', '.join(wanted)}: {', '.join(built) or '-'}")
+        for reason in skipped:
+            print(f"skipped {reason}")
+    if not built:
+        raise CalbenchError("No table could be built: " + "; ".join(skipped))
     return written
 
 

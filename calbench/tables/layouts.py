@@ -127,6 +127,10 @@ def _info_columns(spec, rows, datasets):
 
 
 def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    if spec.get("tasks") == "dataset_classifier":  # the generic layout's task labels
+        from calbench.tables.generic import task_rows
+
+        rows = task_rows(rows)
     metric_rows = rows[rows["metric"] == spec["metric"]]
     if spec.get("value") == "fit_seconds":  # Hoki Table 3: the learning time of each cell
         metric_rows = metric_rows.assign(value=metric_rows["fit_seconds"])
@@ -151,9 +155,14 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
         averages.append((group, average_ranks(ranks[members])))
     info_labels, info_values, info_decimals = _info_columns(spec, rows, datasets)
     blank = np.full((len(datasets), len(info_labels)), np.nan)
+    title = spec.get("title", spec["name"])
+    complete = pd.DataFrame(values, index=datasets, columns=list(columns)).dropna()
+    if spec.get("friedman") and len(complete) >= 2 and complete.shape[1] >= 3:
+        test = friedman(complete, higher)
+        title += f" Friedman test over {test.n_tasks} tasks: p = {test.p_value:.3g}."
     return RankedTable(
         name=spec["name"],
-        title=spec.get("title", spec["name"]),
+        title=title,
         columns=info_labels + list(columns.values()),
         row_labels=labels,
         values=np.hstack([info_values, values]),

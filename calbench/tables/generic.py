@@ -1,0 +1,54 @@
+"""Tables for experiments without a paper layout (``default``, a user's own sweeps).
+
+One table per recorded metric: a row per task (data set, or data set / classifier when
+classifiers were swept), a column per method (``uncal`` first), the fold mean with its
+rank in the row, the best bold, the average rank, and Friedman's p where there are at least
+two complete tasks and three methods. `calbench figures` draws the matching CD diagrams.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from calbench.runner.decision_task import CURVE_METRIC
+
+#: Recorded per cell but not a property of the method's predictions.
+NOT_RANKED = ("fit_accuracy",)
+
+
+def task_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``dataset`` naming the task: ``data set / classifier`` where more than
+    one classifier (or a real one) produced the scores."""
+    classifiers = set(rows["classifier"]) - {"none"}
+    if not classifiers:
+        return rows
+    return rows.assign(dataset=rows["dataset"] + " / " + rows["classifier"])
+
+
+def generic_specs(experiment: str, rows: pd.DataFrame) -> list[dict]:
+    """One ``datasets_by_method`` spec per metric of ``experiment``'s stored rows."""
+    rows = task_rows(rows)
+    methods = sorted(set(rows["method"]), key=lambda m: (m != "uncal", m))
+    # Per metric, the tasks that recorded it (true-map errors exist on synthetic data only).
+    tasks = rows.groupby("metric")["dataset"].agg(lambda d: sorted(set(d)))
+    metrics = [
+        m
+        for m in dict.fromkeys(rows["metric"])
+        if m not in NOT_RANKED and not m.startswith(CURVE_METRIC)
+    ]
+    return [
+        {
+            "name": f"{experiment}_{metric}",
+            "experiment": experiment,
+            "layout": "datasets_by_method",
+            "metric": metric,
+            "title": f"{metric}: fold mean per task and method, experiment {experiment} "
+            "(generic layout; rank within each row as subscript, best bold).",
+            "columns": {m: m for m in methods},
+            "rows": {t: ["", t] for t in tasks[metric]},
+            "decimals": 4,
+            "friedman": True,
+            "tasks": "dataset_classifier",
+        }
+        for metric in metrics
+    ]
