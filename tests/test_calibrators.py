@@ -322,3 +322,28 @@ def test_every_constrained_parameter_rejects_bad_values_before_fitting(name):
         for value in _bad_values(CONSTRAINTS[param]):
             with pytest.raises(CalbenchError, match=f"The '{param}' parameter of .* must be"):
                 clone(calibrator).set_params(**{param: value}).fit(z, y)
+
+
+def test_a_users_own_calibrator_by_import_path(tmp_path, monkeypatch):
+    (tmp_path / "own_cal.py").write_text(
+        "from calbench.calibrators import Calibrator\n"
+        "from calbench.simplex import softmax\n"
+        "class Hot(Calibrator):\n"
+        "    def __init__(self, t=2.0):\n"
+        "        self.t = t\n"
+        "    def _fit(self, logits, y):\n"
+        "        pass\n"
+        "    def _predict_proba(self, logits):\n"
+        "        return softmax(logits / self.t)\n"
+        "class NotOne:\n"
+        "    pass\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    z = np.array([[2.0, 0.0, 0.0], [0.0, 4.0, 0.0]])
+    hot = make_calibrator("own_cal:Hot", t=4.0).fit(z, [0, 1])
+    np.testing.assert_allclose(hot.predict_proba(z), softmax(z / 4.0))
+    with pytest.raises(CalbenchError, match="not a calbench.calibrators.Calibrator subclass"):
+        make_calibrator("own_cal:NotOne")
+    with pytest.raises(CalbenchError, match="cannot import calibrator 'own_cal:Nope'"):
+        make_calibrator("own_cal:Nope")

@@ -7,7 +7,10 @@ here, one YAML file under ``conf/method`` and one test.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import os
+import sys
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import (
@@ -68,6 +71,25 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
 }
 
 
+def _imported(path: str) -> type[Calibrator]:
+    """A user's own calibrator, ``module:Class`` (the module importable from the working
+    directory, as ``python -m`` would find it): a `Calibrator` subclass, so it runs under
+    every protocol, metric and table like the registered ones."""
+    module_name, _, class_name = path.partition(":")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise CalbenchError(f"cannot import calibrator {path!r}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Calibrator)):
+        raise CalbenchError(
+            f"{path} is not a calbench.calibrators.Calibrator subclass: subclass it and "
+            "define _fit(logits, y) and _predict_proba(logits)."
+        )
+    return cls
+
+
 def make_composition(first: str, second: str, **params) -> Composition:
     """``first`` then ``second`` (registered names); ``params`` as ``second__n_neighbors``."""
     return Composition(make_calibrator(first), make_calibrator(second)).set_params(**params)
@@ -90,11 +112,15 @@ def make_calibrator(name: str, **params) -> Calibrator:
             if isinstance(exc, CalbenchError):
                 raise
             raise CalbenchError(f"compose: {exc}") from None
-    if name not in CALIBRATORS:
+    if ":" in name:
+        cls, fixed = _imported(name), {}
+    elif name not in CALIBRATORS:
         raise CalbenchError(
-            f"Unknown calibrator {name!r}; known: {', '.join(sorted(CALIBRATORS))}."
+            f"Unknown calibrator {name!r}; known: {', '.join(sorted(CALIBRATORS))}, or "
+            "your own class as module:Class."
         )
-    cls, fixed = CALIBRATORS[name]
+    else:
+        cls, fixed = CALIBRATORS[name]
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
     unknown = sorted(set(params) - accepted)
     if unknown:
