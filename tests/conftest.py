@@ -53,3 +53,22 @@ def published_logits(tmp_path_factory):
 def kull_uci_files(tmp_path_factory):
     """Kull et al.'s UCI files from ``shared/data/kull_uci``."""
     return _installed_from_shared(tmp_path_factory, "kull_uci", "Kull et al.'s UCI files")
+
+
+def store_row(**labels) -> dict:
+    """The labels of one stored result row with neutral defaults (a holdout fold of a
+    calibrator under the NLL), overridden by ``labels``."""
+    return {
+        "experiment": "e",
+        "classifier": "none",
+        "criterion": "nll",
+        "loss": "zero_one",
+        "shift": "none",
+        "protocol": "holdout",
+        "fold": 0,
+        "fit_seconds": 0.0,
+        "params": "{}",
+        "seed": 0,
+        "calbench_version": "x",
+        **labels,
+    }

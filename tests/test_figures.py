@@ -11,6 +11,7 @@ from calbench.errors import CalbenchError
 from calbench.plots.cli import cd_figures
 from calbench.plots.simplex import simplex_grid, to_plane
 from calbench.runner.store import COLUMNS, ResultStore
+from tests.conftest import store_row
 
 
 def test_simplex_geometry():
@@ -51,21 +52,9 @@ def test_figures_command_writes_simplex_and_reliability_pngs(tmp_path):
 
 
 def _store(tmp_path, datasets, methods, rng, metrics=("log_loss",)):
-    base = {
-        "experiment": "e",
-        "criterion": "nll",
-        "loss": "zero_one",
-        "shift": "none",
-        "protocol": "holdout",
-        "fold": 0,
-        "fit_seconds": 0.0,
-        "params": "{}",
-        "seed": 0,
-        "calbench_version": "x",
-    }
     rows = [
         {
-            **base,
+            **store_row(),
             "dataset": d,
             "method": m,
             "metric": metric,

@@ -7,6 +7,7 @@ import pytest
 from calbench.tables.layouts import build_table
 from calbench.tables.ranking import average_ranks, rank_row
 from calbench.tables.render import to_csv, to_latex, to_markdown
+from tests.conftest import store_row
 
 
 def test_ties_share_the_best_rank_on_shown_values():
@@ -409,19 +410,6 @@ def test_an_experiment_without_a_paper_layout_gets_generic_ranked_tables(tmp_pat
     # Two tasks x three methods of a user's own sweep (experiment `default`); the true-map
     # error exists on the synthetic task only.
     values = {"mine": (0.9, 0.8, 0.7), "synthetic_dirichlet": (0.5, 0.7, 0.6)}
-    base = {
-        "experiment": "default",
-        "classifier": "none",
-        "criterion": "nll",
-        "loss": "zero_one",
-        "shift": "none",
-        "protocol": "holdout",
-        "fold": 0,
-        "fit_seconds": 0.0,
-        "params": "{}",
-        "seed": 0,
-        "calbench_version": "x",
-    }
     store = ResultStore(tmp_path)
     for dataset, row in values.items():
         for method, value in zip(("ts", "vs", "knn_kl"), row, strict=True):
@@ -431,7 +419,7 @@ def test_an_experiment_without_a_paper_layout_gets_generic_ranked_tables(tmp_pat
             cell = pd.DataFrame(
                 [
                     {
-                        **base,
+                        **store_row(experiment="default"),
                         "dataset": dataset,
                         "method": method,
                         "metric": m,
