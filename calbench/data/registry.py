@@ -78,19 +78,27 @@ def registered_sets() -> dict[str, RegisteredSet]:
 
 
 def experiments_using() -> dict[str, list[str]]:
-    """Data set name -> experiment presets that sweep over it."""
-    using: dict[str, list[str]] = {}
+    """Data set name -> experiment presets that sweep over it (a preset that builds on
+    another, as kull_uci_full on kull_uci, sweeps that one's data sets too)."""
+    swept: dict[str, list[str]] = {}
+    parents: dict[str, list[str]] = {}
     for entry in sorted(_conf("experiment").iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".yaml"):
             continue
+        preset = entry.name[: -len(".yaml")]
         config = yaml.safe_load(entry.read_text()) or {}
         params = (((config.get("hydra") or {}).get("sweeper") or {}).get("params")) or {}
         names = [d.strip() for d in str(params.get("dataset", "")).split(",") if d.strip()]
         for item in config.get("defaults", []):
             if isinstance(item, dict) and "override /dataset" in item:
                 names.append(item["override /dataset"])
-        for name in names:
-            using.setdefault(name, []).append(entry.name[: -len(".yaml")])
+        swept[preset] = names
+        parents[preset] = [i for i in config.get("defaults", []) if isinstance(i, str)]
+    using: dict[str, list[str]] = {}
+    for preset in swept:
+        names = swept[preset] + [n for p in parents[preset] for n in swept.get(p, [])]
+        for name in dict.fromkeys(names):
+            using.setdefault(name, []).append(preset)
     return using
 
 
