@@ -5,6 +5,7 @@ Anything the user can fix (a missing file, a wrong shape, an unknown name) raise
 that message alone and exits non-zero, never a traceback from deep inside.
 """
 
+import difflib
 import numbers
 
 
@@ -29,3 +30,16 @@ def check_choice(value, name: str, owner: str, choices) -> str:
             f"The {name!r} parameter of {owner} must be one of {allowed}. Got {value!r} instead."
         )
     return value
+
+
+def nearest(name, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to ``name``, or nothing."""
+    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def unknown_name(kind: str, name, known, hint: str = "") -> CalbenchError:
+    """The one form of every "no such X" error: the name, the nearest known one, the
+    known ones (and ``hint``, e.g. where to find more)."""
+    listed = ", ".join(str(k) for k in sorted(known))
+    return CalbenchError(f"Unknown {kind} {name!r}{nearest(name, known)}; known: {listed}.{hint}")

@@ -255,7 +255,9 @@ def test_every_calibrator_has_a_config_and_back():
 
 
 def test_unknown_name_and_parameter_are_clear():
-    with pytest.raises(CalbenchError, match="Unknown calibrator 'tss'.*known: .*ts"):
+    with pytest.raises(
+        CalbenchError, match=r"Unknown calibrator 'tss' \(did you mean 'ts'\?\); known: .*vs"
+    ):
         make_calibrator("tss")
     with pytest.raises(CalbenchError, match="no parameter.*'temp'"):
         make_calibrator("ts", temp=2)

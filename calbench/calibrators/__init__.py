@@ -38,7 +38,7 @@ from calbench.calibrators.parametric import (
 )
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, unknown_name
 
 CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "uncal": (Uncalibrated, {}),
@@ -115,10 +115,7 @@ def make_calibrator(name: str, **params) -> Calibrator:
     if ":" in name:
         cls, fixed = _imported(name), {}
     elif name not in CALIBRATORS:
-        raise CalbenchError(
-            f"Unknown calibrator {name!r}; known: {', '.join(sorted(CALIBRATORS))}, or "
-            "your own class as module:Class."
-        )
+        raise unknown_name("calibrator", name, CALIBRATORS, " Or your own class as module:Class.")
     else:
         cls, fixed = CALIBRATORS[name]
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}

@@ -14,7 +14,7 @@ import torch
 
 from calbench.criteria import decision
 from calbench.device import resolve_device
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, unknown_name
 
 _EXP_FLOOR = -700.0
 
@@ -92,8 +92,7 @@ def get_criterion(spec):
     if name in CRITERIA:
         return CRITERIA[name]
     if name not in PARAMETRISED:
-        known = sorted(CRITERIA) + sorted(PARAMETRISED)
-        raise CalbenchError(f"Unknown criterion {name!r}; known: {', '.join(known)}.")
+        raise unknown_name("criterion", name, [*CRITERIA, *PARAMETRISED])
     if any(key not in options for key in _REQUIRED.get(name, ())):
         raise CalbenchError(
             f"criterion {name!r} needs its options (a loss matrix); see conf/criterion."

@@ -11,7 +11,7 @@ from calbench.data.offline_neural import make_offline_neural
 from calbench.data.superclass import load_superclass_pickle
 from calbench.data.synthetic import SyntheticTrueMap, make_synthetic_dirichlet
 from calbench.data.tabular import FeatureSet, load_tabular
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, unknown_name
 
 LOADERS = {
     "synthetic_dirichlet": make_synthetic_dirichlet,
@@ -30,9 +30,7 @@ def load_dataset(name: str, /, **options) -> Dataset | FeatureSet:
     ``options`` go to the loader (``path=...``, ``seed=...``; ``name=`` renames the set).
     """
     if name not in LOADERS:
-        raise CalbenchError(
-            f"Unknown dataset loader {name!r}; known: {', '.join(sorted(LOADERS))}."
-        )
+        raise unknown_name("dataset loader", name, LOADERS)
     loader = LOADERS[name]
     accepted = inspect.signature(loader).parameters
     unknown = sorted(set(options) - set(accepted))

@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from calbench.data.fetch import download, install_from
 from calbench.data.registry import experiments_using, file_status, registered_sets
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, unknown_name
 
 
 def _keel_installed() -> bool:
@@ -83,7 +83,7 @@ def usable(names, data_dir) -> list[str]:
     problems = []
     for name in names:
         if name not in sets:
-            raise CalbenchError(f"Unknown data set {name!r}; `calbench data list` shows them.")
+            raise unknown_name("data set", name, sets, " `calbench data list` describes them.")
         status, how = set_status(name, sets[name], data_dir)
         if not status.startswith(("present", "available")):
             problems.append(f"{name}: {status} ({how})")
@@ -134,7 +134,7 @@ def fetch(names, data_dir, progress=True, source_dir=None) -> None:
             print(f"from {source_dir}: {len(names)} set(s); not there: {len(skipped)}")
     for name in names:
         if name not in sets:
-            raise CalbenchError(f"Unknown data set {name!r}; `calbench data list` shows them.")
+            raise unknown_name("data set", name, sets, " `calbench data list` describes them.")
         for f in sets[name].files:
             if file_status(f, data_dir) == "present":
                 print(f"{f.name}: present, SHA-256 verified")

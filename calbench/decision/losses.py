@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, unknown_name
 
 #: Ho 4.1.2: buying a mushroom by its edibility class (rows) -> accept / reject.
 FUNGI_CLASSES = ("deadly_poisonous", "poisonous", "inedible", "edible_bad", "edible", "edible_good")
@@ -98,7 +98,7 @@ def check_loss_matrix(matrix, n_classes: int, where: str) -> np.ndarray:
 def make_loss(name: str, n_classes: int, **options) -> np.ndarray:
     """The loss matrix registered as ``name`` for ``n_classes`` classes."""
     if name not in LOSSES:
-        raise CalbenchError(f"Unknown loss {name!r}; known: {', '.join(sorted(LOSSES))}.")
+        raise unknown_name("loss", name, LOSSES)
     try:
         matrix = LOSSES[name](n_classes, **options)
     except TypeError as error:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calbench.errors import CalbenchError
+from calbench.errors import unknown_name
 from calbench.metrics.binned import classwise_ece, confidence_ece, mce
 from calbench.metrics.consistency import (
     classwise_ece_accepted,
@@ -74,9 +74,7 @@ def metric_spec(function_name: str) -> MetricSpec:
     try:
         return METRICS[function_name]
     except KeyError:
-        raise CalbenchError(
-            f"Unknown metric {function_name!r}; known: {', '.join(sorted(METRICS))}."
-        ) from None
+        raise unknown_name("metric", function_name, METRICS) from None
 
 
 def evaluate(

@@ -9,7 +9,6 @@ not an integer.
 
 from __future__ import annotations
 
-import difflib
 import numbers
 from importlib import resources
 
@@ -17,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from sklearn.base import clone
 
 from calbench.calibrators import make_calibrator
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, nearest
 
 #: The keys of a run's config (config.yaml's own and its groups'), and of a method config.
 RUN_KEYS = (
@@ -25,12 +24,6 @@ RUN_KEYS = (
     "results_dir data_dir device force hydra"
 ).split()
 METHOD_KEYS = ("name", "calibrator", "params", "grid")
-
-
-def nearest(name: str, known) -> str:
-    """`` (did you mean 'x'?)`` for the closest known name, or nothing."""
-    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
-    return f" (did you mean {match[0]!r}?)" if match else ""
 
 
 def presets() -> list[str]:

@@ -26,7 +26,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from calbench.data import Dataset, FeatureSet
 from calbench.data.classifier_scores import scored_folds
-from calbench.errors import CalbenchError, check_choice, check_int
+from calbench.errors import CalbenchError, check_choice, check_int, unknown_name
 
 
 @dataclass
@@ -115,7 +115,7 @@ def make_folds(dataset: Dataset | FeatureSet, protocol: dict, seed: int = 0) -> 
     """The folds of the ``protocol`` config (its ``name`` and options) on ``dataset``."""
     name = protocol.get("name")
     if name not in PROTOCOLS:
-        raise CalbenchError(f"Unknown protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}.")
+        raise unknown_name("protocol", name, PROTOCOLS)
     generate, kind, option_names = PROTOCOLS[name]
     if not isinstance(dataset, kind):
         if kind is FeatureSet:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, unknown_name
 from calbench.tables.ranking import average_ranks, rank_row
 from calbench.tables.statistics import friedman, task_ranks
 
@@ -286,8 +286,5 @@ LAYOUTS = {
 
 def build_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     if spec.get("layout") not in LAYOUTS:
-        raise CalbenchError(
-            f"table {spec['name']}: unknown layout {spec.get('layout')!r}; "
-            f"known: {', '.join(LAYOUTS)}."
-        )
+        raise unknown_name("layout", spec.get("layout"), LAYOUTS, f" (table {spec['name']})")
     return LAYOUTS[spec["layout"]](spec, rows, direction)
