@@ -26,7 +26,7 @@ from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
 from calbench.plots.cd_diagram import cd_diagram
 from calbench.plots.ks import ece_variance_scatter, ks_curves
 from calbench.plots.reliability import reliability_diagram
-from calbench.plots.simplex import calibration_data, calibration_map
+from calbench.plots.simplex import calibration_data, calibration_map, colour_key
 from calbench.runner.cell import (
     build_calibrator,
     fit_selected,
@@ -99,6 +99,10 @@ def simplex_figures(experiment: str, out_dir: Path, formats, methods=None) -> li
         )
     for ax in axes[n:]:
         ax.set_axis_off()
+    if len(axes) > n:
+        colour_key(axes[n])
+    else:
+        colour_key(fig.add_axes((0.92, 0.1, 0.12, 0.25)))
     paths = save_figure(fig, out_dir, f"{experiment}_simplex_maps", formats)
 
     shown = [m for m in RELIABILITY_METHODS if m in models]

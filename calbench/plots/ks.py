@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib import colormaps
 
 from calbench.metrics.ks import cumulative_curves, ks_scores
 
@@ -17,11 +18,13 @@ def ks_curves(ax_fractile, ax_score, probs, y, title="", mode="top", r=1):
     ax_fractile.plot(fractile, cum_score, label="cumulative score", color="#1f77b4")
     ax_fractile.plot(fractile, cum_outcome, label="cumulative probability", color="#ff7f0e")
     ax_fractile.set_xlabel("fractile")
+    ax_fractile.set_ylabel("cumulative sum / n")
     ax_fractile.set_title(f"{title}: KS error {100 * ks:.2f}%", fontsize=9)
     ax_fractile.legend(fontsize=7, loc="upper left")
     ax_score.plot(cum_score, cum_score, color="#1f77b4")
     ax_score.plot(cum_score, cum_outcome, color="#ff7f0e")
     ax_score.set_xlabel("cumulative score")
+    ax_score.set_ylabel("cumulative sum / n")
     ax_score.set_title(f"{title}: warped", fontsize=9)
     return ks
 
@@ -29,9 +32,21 @@ def ks_curves(ax_fractile, ax_score, probs, y, title="", mode="top", r=1):
 def ece_variance_scatter(ax, table, ece="confidence_ece", variance="confidence_variance"):
     """Hoki Fig. 3: log ECE against the variance of calibrated confidences, one point per
     (data set, method) row of ``table`` (columns ``method``, ``ece``, ``variance``)."""
-    for method, group in table.groupby("method"):
-        ax.scatter(group[variance], np.log(group[ece]), label=method, s=18)
+    # One colour and one marker per method: 14 methods must not share a look.
+    markers = "osD^vP*Xh<>p8d"
+    colours = colormaps["tab20"].colors
+    for i, (method, group) in enumerate(table.groupby("method")):
+        ax.scatter(
+            group[variance],
+            np.log(group[ece]),
+            label=method,
+            s=22,
+            marker=markers[i % len(markers)],
+            color=colours[i % len(colours)],
+            edgecolors="black",
+            linewidths=0.3,
+        )
     ax.set_xlabel("variance of confidences")
     ax.set_ylabel(f"log {ece}")
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=6, ncol=2, loc="center left", bbox_to_anchor=(1.02, 0.5))
     return ax

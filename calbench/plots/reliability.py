@@ -12,7 +12,7 @@ def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
 
     Blue bars: observed frequency per equal-width bin; red bars: the gap from the mean
     predicted value to it, drawn at the mean prediction; dotted diagonal: calibration;
-    numbers above the axis: samples per bin.
+    numbers above the axis: samples per bin (the legend says so).
     """
     probs = np.asarray(probs)
     if class_index is None:
@@ -48,11 +48,12 @@ def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
     )
     ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
     for c, n in zip(centres[filled], counts[filled], strict=True):
-        ax.text(c, 1.01, f"{int(n)}", ha="center", va="bottom", fontsize=5, rotation=90)
+        ax.text(c, 1.01, f"{int(n)}", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("confidence" if class_index is None else f"predicted p{class_index + 1}")
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9, pad=24)
+    ax.set_title(title, fontsize=9, pad=30)
+    ax.plot([], [], " ", label="top: n per bin")
     ax.legend(loc="upper left", fontsize=7)
     return ax

@@ -29,11 +29,51 @@ def simplex_grid(step: float) -> np.ndarray:
     return np.column_stack([a[inside], b[inside], 1.0 - a[inside] - b[inside]])
 
 
-def _frame(ax, title):
+#: Where each class's vertex label sits, and the colour its error pushes the background to.
+_LABEL_OFFSETS = np.array([[-0.04, -0.05], [0.04, -0.05], [0.0, 0.04]])
+CLASS_COLOURS = ("#d62728", "#2ca02c", "#1f77b4")
+
+
+def _frame(ax, title, class_names=("class 1", "class 2", "class 3")):
     ax.plot(*np.vstack([_VERTICES, _VERTICES[:1]]).T, color="black", linewidth=0.8)
+    for vertex, offset, name, colour in zip(
+        _VERTICES, _LABEL_OFFSETS, class_names, CLASS_COLOURS, strict=True
+    ):
+        x, y = vertex + offset
+        ax.text(x, y, name, ha="center", va="center", fontsize=7, color=colour)
     ax.set_aspect("equal")
+    ax.set_xlim(-0.12, 1.12)
+    ax.set_ylim(-0.1, 0.95)
     ax.set_axis_off()
     ax.set_title(title, fontsize=9)
+
+
+def colour_key(ax, colour_scale=3.5):
+    """The background's key: which colour means which class is over-predicted, by how much
+    (the colour is 0.5 grey plus ``colour_scale`` times the calibration error)."""
+    ax.set_axis_off()
+    ax.set_title("background: p - ĉ(p)", fontsize=9)
+    amounts = (0.05, 0.1)
+    for step, size in enumerate(amounts):
+        ax.text(0.13 + 0.2 * step, 0.97, f"+{size:g}", ha="center", va="bottom", fontsize=6)
+    for row, name in enumerate(("class 1", "class 2", "class 3")):
+        bottom = 0.75 - 0.24 * row
+        for step, size in enumerate(amounts):
+            rgb = np.full(3, 0.5)
+            rgb[row] += colour_scale * size
+            ax.add_patch(plt_rectangle((0.05 + 0.2 * step, bottom), 0.16, 0.18, np.clip(rgb, 0, 1)))
+        ax.text(0.48, bottom + 0.09, f"{name} over-predicted", va="center", fontsize=7)
+    ax.add_patch(plt_rectangle((0.05, 0.03), 0.16, 0.18, (0.5, 0.5, 0.5)))
+    ax.text(0.48, 0.12, "grey: calibrated", va="center", fontsize=7)
+    ax.set_xlim(0, 1.3)
+    ax.set_ylim(0, 1.05)
+    return ax
+
+
+def plt_rectangle(xy, width, height, colour):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle(xy, width, height, facecolor=colour, edgecolor="black", linewidth=0.3)
 
 
 def calibration_map(
@@ -70,7 +110,7 @@ def calibration_data(ax, probs, y, title="calibration data"):
     if np.asarray(probs).shape[1] != 3:
         raise CalbenchError("Simplex maps need exactly 3 classes.")
     xy = to_plane(probs)
-    colours = np.array(["#d62728", "#2ca02c", "#1f77b4"])[np.asarray(y)]
+    colours = np.array(CLASS_COLOURS)[np.asarray(y)]
     ax.scatter(xy[:, 0], xy[:, 1], c=colours, s=3, alpha=0.7, linewidths=0)
     _frame(ax, title)
     return ax
