@@ -13,8 +13,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from calbench.calibrators.constraints import CONSTRAINTS
-from calbench.data.dataset import check_labels, check_scores
 from calbench.errors import CalbenchError
+from calbench.validation import check_labels, check_scores
 
 
 class Calibrator(ClassifierMixin, BaseEstimator):

@@ -24,7 +24,7 @@ from calbench.data.dataset import Dataset
 from calbench.data.fetch import record_checksum, recorded_checksums, sha256_of
 from calbench.data.tabular import load_keel
 from calbench.errors import CalbenchError, check_int
-from calbench.runner.store import config_hash
+from calbench.hashing import config_hash
 
 
 def _train_logits(x_train, y_train, x_eval, n_classes, hidden, epochs, seed):

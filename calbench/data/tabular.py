@@ -12,8 +12,8 @@ from importlib import resources
 
 import numpy as np
 
-from calbench.data.dataset import check_labels, check_scores
 from calbench.errors import CalbenchError
+from calbench.validation import check_labels, check_scores
 
 #: calbench name -> KEEL file stem (UCI name in the comment)
 KEEL_SETS = {

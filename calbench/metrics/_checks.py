@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.data.dataset import check_labels, check_scores
 from calbench.errors import CalbenchError
+from calbench.validation import check_labels, check_scores
 
 
 def probs_and_labels(probs, y, owner: str) -> tuple[np.ndarray, np.ndarray]:

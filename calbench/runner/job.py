@@ -6,9 +6,10 @@ import yaml
 from omegaconf import DictConfig
 from tabulate import tabulate
 
+from calbench.hashing import config_hash
 from calbench.runner.cell import cell_config, run_cell, summarise
 from calbench.runner.decision_task import CURVE_METRIC
-from calbench.runner.store import ResultStore, config_hash
+from calbench.runner.store import ResultStore
 
 
 def run_job(cfg: DictConfig) -> str:

@@ -9,9 +9,7 @@ file exists is done: an interrupted sweep resumes by skipping it, and concurrent
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ import pandas as pd
 import yaml
 
 from calbench.atomic import atomic_write_text
+from calbench.hashing import config_hash
 
 #: The labels that name a cell in tables; two stored cells sharing them (and their setting,
 #: see `superseded_cells`) supersede each other.
@@ -45,12 +44,6 @@ COLUMNS = [
     "seed",
     "calbench_version",
 ]
-
-
-def config_hash(config: dict) -> str:
-    """A stable 16-hex-digit hash of a plain (resolved) configuration."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class ResultStore:

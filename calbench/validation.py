@@ -1,0 +1,88 @@
+"""Input checks shared by data sets, calibrators and metrics: scores, probabilities, labels.
+
+A ground module (it imports only `calbench.errors`), so that metrics and calibrators check
+their inputs without importing the data package.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.errors import CalbenchError
+
+# Probability rows may drift from 1 by float32 rounding; beyond this they are wrong data.
+_ROW_SUM_TOLERANCE = 1e-4
+
+
+def check_scores(scores, field_name: str, where: str) -> np.ndarray:
+    """A finite float64 matrix with at least one row and two columns."""
+    try:
+        arr = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise CalbenchError(f"{where}: {field_name} is not a numeric array ({exc}).") from None
+    if arr.ndim != 2:
+        raise CalbenchError(
+            f"{where}: {field_name} must have shape (n_samples, n_classes); got shape {arr.shape}."
+        )
+    if arr.shape[0] == 0 or arr.shape[1] < 2:
+        raise CalbenchError(
+            f"{where}: {field_name} has shape {arr.shape}; it needs at least one sample "
+            "and two classes."
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise CalbenchError(
+            f"{where}: {field_name} has {int(bad.sum())} NaN or infinite values "
+            f"(first at row {row}, column {col}); remove those samples or fix the export."
+        )
+    return arr
+
+
+def check_probabilities(probs, field_name: str, where: str) -> np.ndarray:
+    """Rows on the probability simplex (renormalised when off by rounding only)."""
+    arr = check_scores(probs, field_name, where)
+    if (arr < 0).any() or (arr > 1 + _ROW_SUM_TOLERANCE).any():
+        raise CalbenchError(
+            f"{where}: {field_name} has values outside [0, 1]; these are not probabilities "
+            "(pass them as logits instead)."
+        )
+    sums = arr.sum(axis=1)
+    off = np.abs(sums - 1) > _ROW_SUM_TOLERANCE
+    if off.any():
+        row = int(np.argmax(off))
+        raise CalbenchError(
+            f"{where}: rows of {field_name} must sum to 1; {int(off.sum())} rows do not "
+            f"(row {row} sums to {sums[row]:.6g}). Renormalise them or supply logits."
+        )
+    return arr / sums[:, None]
+
+
+def check_labels(y, field_name: str, where: str, n_samples: int, n_classes: int) -> np.ndarray:
+    """Integer labels in 0..k-1, one per sample; a column vector is accepted."""
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise CalbenchError(
+            f"{where}: {field_name} must be a vector of integer labels; got shape {arr.shape}."
+        )
+    if len(arr) != n_samples:
+        raise CalbenchError(
+            f"{where}: {field_name} has {len(arr)} labels but the scores have {n_samples} rows."
+        )
+    if arr.dtype.kind == "f":
+        if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
+            raise CalbenchError(f"{where}: {field_name} must hold integer class labels.")
+    elif arr.dtype.kind not in "iub":
+        raise CalbenchError(
+            f"{where}: {field_name} must hold integer class labels; got dtype {arr.dtype}."
+        )
+    arr = arr.astype(np.int64)
+    out = (arr < 0) | (arr >= n_classes)
+    if out.any():
+        raise CalbenchError(
+            f"{where}: {field_name} has labels outside 0..{n_classes - 1} "
+            f"(e.g. {arr[out][0]}); labels must index the {n_classes} score columns."
+        )
+    return arr

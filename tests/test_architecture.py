@@ -1,0 +1,87 @@
+"""The package's import graph: no cycle, and the lower rooms import nothing above them."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "calbench"
+
+#: Rooms that everything else builds on: they may import each other (without a cycle) and
+#: the ground modules, never the runner, tables, plots, reproduction or the CLIs.
+LOWER = (
+    "calbench.data",
+    "calbench.metrics",
+    "calbench.calibrators",
+    "calbench.criteria",
+    "calbench.decision",
+)
+UPPER = (
+    "calbench.runner",
+    "calbench.tables",
+    "calbench.plots",
+    "calbench.reproduce",
+    "calbench.cli",
+    "calbench.report",
+)
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the calbench modules it imports at module level (imports inside functions
+    are deliberate late imports and do not count)."""
+    paths = list(PACKAGE.rglob("*.py"))
+    modules = {_module(p) for p in paths}
+    graph = {}
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        targets = set()
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from package import submodule` imports the submodule.
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    targets.add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+        graph[_module(path)] = {t for t in targets if t.startswith("calbench")}
+    return graph
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    state = {}
+
+    def visit(node, trail):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                raise AssertionError("import cycle: " + " -> ".join([*trail, node, nxt]))
+            if nxt not in state:
+                visit(nxt, [*trail, node])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
+def test_lower_rooms_import_nothing_above_them():
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module.startswith(LOWER)
+        for target in targets
+        if target.startswith(UPPER)
+    ]
+    assert not upward, upward
+
+
+def test_metrics_do_not_import_torch():
+    code = "import sys, calbench.metrics; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
