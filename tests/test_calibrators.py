@@ -349,3 +349,21 @@ def test_a_users_own_calibrator_by_import_path(tmp_path, monkeypatch):
         make_calibrator("own_cal:NotOne")
     with pytest.raises(CalbenchError, match="cannot import calibrator 'own_cal:Nope'"):
         make_calibrator("own_cal:Nope")
+
+
+RUN_INPUTS = {"criterion", "device", "true_map", "warm_start"}
+
+
+@pytest.mark.parametrize("name", sorted(set(CALIBRATORS)))
+def test_run_inputs_are_declared_and_are_parameters(name):
+    calibrator = make_calibrator(name)
+    params = set(calibrator.get_params(deep=False))
+    assert set(calibrator.run_inputs) <= params & RUN_INPUTS  # each one a real parameter
+    assert params & RUN_INPUTS <= set(calibrator.run_inputs)  # none taken by its name alone
+
+
+def test_a_composition_hands_run_inputs_to_its_steps():
+    chain = make_calibrator("compose", first="ts", second="dec")
+    assert chain.run_input_keys("criterion") == ["first__criterion"]
+    assert chain.run_input_keys("device") == ["second__device"]
+    assert chain.run_input_keys("warm_start") == ["first__warm_start"]

@@ -69,6 +69,39 @@ def test_the_cli_refuses_a_preset_typo_instead_of_running_the_default(tmp_path):
     assert "Traceback" not in out.stderr and not (tmp_path / "store").exists()
 
 
+def test_ctrl_c_after_the_first_cell_prints_one_line_and_exits_130(tmp_path, monkeypatch, capsys):
+    """In-process and deterministic: the second cell is interrupted."""
+    import calbench.runner.job as job
+    from calbench.cli import main
+
+    real = job.run_job
+    calls = []
+
+    def interrupted_after_one(cfg):
+        calls.append(cfg.method.name)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return real(cfg)
+
+    monkeypatch.setattr(job, "run_job", interrupted_after_one)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "run",
+                "-m",
+                "method=ts,vs,bcts",
+                f"results_dir={tmp_path}",
+                "hydra.sweep.dir=" + str(tmp_path / "sweep"),
+            ]
+        )
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 130 and calls == ["ts", "vs"]
+    assert "interrupted: 1 cell(s) stored in" in err and "Traceback" not in err
+    assert len(list((tmp_path / "store").glob("*.csv"))) == 1
+
+
+@pytest.mark.slow  # a real SIGINT to a child process: timing-dependent under load
 def test_ctrl_c_in_a_sweep_prints_one_line_and_exits_130(tmp_path):
     import signal
     import time
@@ -87,7 +120,7 @@ def test_ctrl_c_in_a_sweep_prints_one_line_and_exits_130(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     stored = len(list(store.glob("*.csv")))
-    assert proc.returncode == 130 and "Traceback" not in err
+    assert proc.returncode == 130 and "Traceback" not in err, err
     assert f"interrupted: {stored} cell(s) stored" in err and "rerun the same command" in err
 
 

@@ -24,6 +24,17 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     input_kind = "logits"
     #: Constraints of this class's parameters beyond (or instead of) the shared ones.
     _parameter_constraints: dict = {}
+    #: What the runner hands this calibrator from the run, each a parameter of that name:
+    #: "criterion" (what to minimise, from the run's criterion config), "device" (where
+    #: torch computes), "true_map" (the synthetic data's known map), "warm_start" (the
+    #: inner CV may walk a grid from the previous point's solution). Nothing is inferred
+    #: from parameter names; a contract test checks that declarations and parameters agree.
+    run_inputs: tuple[str, ...] = ()
+
+    def run_input_keys(self, name: str) -> list[str]:
+        """The parameter keys that take the run's ``name`` (nested steps' included, as
+        ``step__param``)."""
+        return [name] if name in self.run_inputs else []
 
     def validate_params(self) -> None:
         """Check every parameter against its constraint (`calbench.calibrators.constraints`):

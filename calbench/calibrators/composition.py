@@ -20,6 +20,15 @@ class Composition(Calibrator):
         self.first = first
         self.second = second
 
+    def run_input_keys(self, name: str) -> list[str]:
+        """Each step's run inputs, reached as ``first__param`` / ``second__param``."""
+        return [
+            f"{step}__{key}"
+            for step in ("first", "second")
+            if getattr(self, step) is not None
+            for key in getattr(self, step).run_input_keys(name)
+        ]
+
     def _fit(self, logits, y):
         self.first_ = clone(self.first).fit(logits, y)
         inner = probs_to_logits(self.first_.predict_proba(logits))

@@ -47,6 +47,8 @@ class DecisionCalibrator(Calibrator):
         is present) or ``auto``; the noise is drawn on the CPU either way.
     """
 
+    run_inputs = ("device",)
+
     input_kind = "probabilities"
 
     def __init__(

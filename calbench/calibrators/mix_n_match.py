@@ -31,6 +31,8 @@ def _normalise(probs):
 
 
 class EnsembleTemperatureScaling(Calibrator):
+    run_inputs = ("criterion",)
+
     def __init__(self, criterion="mse"):
         self.criterion = criterion
 

@@ -52,6 +52,8 @@ class OrderPreservingCalibrator(Calibrator):
         present) or ``auto``; initialised on the CPU either way.
     """
 
+    run_inputs = ("device",)
+
     def __init__(
         self,
         family="full",

@@ -43,6 +43,8 @@ class ParametricCalibrator(Calibrator):
     gradients). Learned arrays are stored as attributes with a trailing ``_``.
     """
 
+    run_inputs = ("criterion", "warm_start")
+
     def _features(self, logits: np.ndarray) -> np.ndarray:
         return log_softmax(logits) if self.input_kind == "probabilities" else logits
 

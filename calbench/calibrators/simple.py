@@ -28,6 +28,8 @@ class TrueMapCalibrator(Calibrator):
         ``true_map(p) -> E[Y | P = p]``, e.g. ``Dataset.true_map``.
     """
 
+    run_inputs = ("true_map",)
+
     input_kind = "probabilities"
 
     def __init__(self, true_map=None):

@@ -46,23 +46,19 @@ def cell_config(cfg: DictConfig) -> dict:
     cell = {key: resolved[key] for key in CELL_KEYS}
     method = cell["method"]
     calibrator = make_calibrator(method["calibrator"], **(method.get("params") or {}))
-    if not _criterion_keys(calibrator.get_params(), method):
+    if not _criterion_keys(calibrator, method):
         # The criterion cannot change this method's numbers: a sweep over criteria runs
         # it once (the other points find it in the store) and labels it "none".
         cell["criterion"] = {"name": "none"}
     return cell
 
 
-def _steps_taking(accepted, name: str) -> list[str]:
-    """The calibrator parameters called ``name``, those of nested steps included."""
-    return [k for k in accepted if k.split("__")[-1] == name]
-
-
-def _criterion_keys(accepted, method: dict) -> list[str]:
-    """The calibrator parameters the run's criterion sets; a criterion the method's own
-    YAML fixes (ETS and IROvA-TS fit on the MSE) is kept."""
+def _criterion_keys(calibrator, method: dict) -> list[str]:
+    """The calibrator parameters the run's criterion sets (those its steps declare, see
+    `Calibrator.run_inputs`); a criterion the method's own YAML fixes (ETS and IROvA-TS fit
+    on the MSE) is kept."""
     fixed = method.get("params") or {}
-    return [k for k in _steps_taking(accepted, "criterion") if k not in fixed]
+    return [k for k in calibrator.run_input_keys("criterion") if k not in fixed]
 
 
 def _loader_options(loader: str):
@@ -150,13 +146,13 @@ def build_calibrator(cfg: DictConfig, dataset: Dataset, task: DecisionTask | Non
     accepted = calibrator.get_params()
     # Hand the criterion (and the known true map) to every step that takes one, nested
     # steps of a composition included.
-    criterion_keys = _criterion_keys(accepted, method)
+    criterion_keys = _criterion_keys(calibrator, method)
     if criterion_keys:
         spec = criterion_spec(cfg, dataset.n_classes, task, eps)
         calibrator.set_params(**{k: spec for k in criterion_keys})
     calibrator.set_params(
-        **{k: dataset.true_map for k in _steps_taking(accepted, "true_map")},
-        **{k: cfg.get("device", "cpu") for k in _steps_taking(accepted, "device")},
+        **{k: dataset.true_map for k in calibrator.run_input_keys("true_map")},
+        **{k: cfg.get("device", "cpu") for k in calibrator.run_input_keys("device")},
     )
     criterion = cfg.criterion.name if criterion_keys else "none"
     grid = method_grid(method)
