@@ -183,3 +183,16 @@ def test_store_reads_cells_of_old_and_new_layouts_row_for_row(tmp_path):
     assert frame.loc[frame["config_hash"] == "old", "written"].iat[0] == 1_000_000
     assert frame.loc[frame["config_hash"] == "old", "value"].tolist() == [0.5, 1.5, 2.5, 3.5]
     assert (frame["params"] == '{"a": [1, 2]}').all()  # quoted commas survive the merge
+
+
+def test_a_composition_with_a_grid_is_searched_and_its_steps_are_not_warm_started(rng):
+    from calbench.runner.selection import select_on_validation
+
+    z, y = overconfident_logits(rng, 400, 3)
+    chain = make_calibrator("compose", first="ts", second="knn_kl")
+    grid = {"second__n_neighbors": [16, 64]}
+    model, chosen = select_and_fit(chain, grid, z, y, inner_folds=3, seed=0)
+    assert chosen["second__n_neighbors"] in (16, 64)
+    assert np.allclose(model.predict_proba(z).sum(axis=1), 1)
+    model, chosen = select_on_validation(chain, grid, z[:200], y[:200], z[200:], y[200:])
+    assert chosen["second__n_neighbors"] in (16, 64)

@@ -73,7 +73,7 @@ def select_and_fit(
     splits = list(splitter(inner_folds, shuffle=True, random_state=seed).split(logits, y))
     # Calibrators that can warm-start walk the grid with one model per inner fold, each
     # fit starting from the previous grid point's solution (the same optimum, fewer steps).
-    warm = bool(calibrator.run_input_keys("warm_start"))
+    warm = "warm_start" in calibrator.run_input_keys("warm_start")  # not a step's
     runners = [
         clone(calibrator).set_params(**({"warm_start": True} if warm else {})) for _ in splits
     ]
@@ -125,7 +125,7 @@ def _fit_path(calibrator: Calibrator, points: list[dict], logits, y) -> list[Cal
     warm-start begins each fit at the previous point's solution (the same optimum of a
     convex objective, in a fraction of the Newton steps when the grid runs from strong to
     weak regularisation)."""
-    if not calibrator.run_input_keys("warm_start"):
+    if "warm_start" not in calibrator.run_input_keys("warm_start"):
         return [clone(calibrator).set_params(**point).fit(logits, y) for point in points]
     runner = clone(calibrator).set_params(warm_start=True)
     models = []
