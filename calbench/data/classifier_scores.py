@@ -21,7 +21,7 @@ import hashlib
 import json
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,10 @@ class ScoredPart:
     test_logits: np.ndarray
     train_index: np.ndarray
     train_logits: np.ndarray
+
+
+#: The arrays of a `ScoredPart`, as the cache stores them.
+PART_FIELDS = [f.name for f in fields(ScoredPart)]
 
 
 @dataclass
@@ -120,11 +124,8 @@ def _to_arrays(folds: list[OuterFold]) -> dict[str, np.ndarray]:
     for fold in folds:
         arrays[f"f{fold.index}_test_index"] = fold.test_index
         for c, part in enumerate(fold.parts):
-            arrays[f"f{fold.index}_p{c}_cal_index"] = part.cal_index
-            arrays[f"f{fold.index}_p{c}_cal_logits"] = part.cal_logits
-            arrays[f"f{fold.index}_p{c}_test_logits"] = part.test_logits
-            arrays[f"f{fold.index}_p{c}_train_index"] = part.train_index
-            arrays[f"f{fold.index}_p{c}_train_logits"] = part.train_logits
+            for name in PART_FIELDS:
+                arrays[f"f{fold.index}_p{c}_{name}"] = getattr(part, name)
     return arrays
 
 
@@ -134,18 +135,7 @@ def _from_arrays(arrays, n_folds: int, n_parts: int) -> list[OuterFold]:
             f,
             arrays[f"f{f}_test_index"],
             [
-                ScoredPart(
-                    *(
-                        arrays[f"f{f}_p{c}_{name}"]
-                        for name in (
-                            "cal_index",
-                            "cal_logits",
-                            "test_logits",
-                            "train_index",
-                            "train_logits",
-                        )
-                    )
-                )
+                ScoredPart(**{name: arrays[f"f{f}_p{c}_{name}"] for name in PART_FIELDS})
                 for c in range(n_parts)
             ],
         )

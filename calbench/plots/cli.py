@@ -20,6 +20,7 @@ from calbench.plots.output import save_figure  # first: the headless backend  # 
 
 import matplotlib.pyplot as plt
 from hydra import compose, initialize_config_module
+from matplotlib.backend_bases import FigureCanvasBase
 
 from calbench.errors import CalbenchError
 from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
@@ -251,8 +252,7 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     formats = [f for f in args.formats.split(",") if f]
-    known = plt.figure().canvas.get_supported_filetypes()
-    plt.close("all")
+    known = FigureCanvasBase.get_supported_filetypes()
     unknown = sorted(set(formats) - set(known))
     if unknown:  # before any refit, not after
         raise CalbenchError(

@@ -81,9 +81,7 @@ def write_tables(
             f"{', '.join(sorted(old)[:5])}{' ...' if len(old) > 5 else ''} in {store.root}."
         )
     present = sorted(set(rows["experiment"])) if not rows.empty else []
-    wanted = [experiment] if experiment is not None else present
-    if not rows.empty and experiment is not None and experiment not in present:
-        wanted = []
+    wanted = [e for e in ([experiment] if experiment else present) if e in present]
     if not wanted:
         known = ", ".join(present) or "none"
         name = experiment or "valk_synthetic"
