@@ -21,6 +21,7 @@ commands:
                               calbench run experiment=valk_synthetic
   tables [OPTIONS]       write ranked tables from the results store (`calbench tables -h`)
   figures [OPTIONS]      simplex maps, reliability and CD diagrams (`calbench figures -h`)
+  rescore [OPTIONS]      new metrics on stored cells, no refit (`calbench rescore -h`)
   report EXPERIMENT      one Markdown page with the experiment's tables and figures
   reproduce PRESET       run a paper preset on the data present; published vs calbench report
   data list|fetch|verify the papers' data sets: what is present, download, checksums
@@ -94,6 +95,10 @@ def main(argv: list[str] | None = None) -> None:
             from calbench.plots.cli import main as figures_main
 
             figures_main(rest)
+        elif command == "rescore":
+            from calbench.runner.rescore import main as rescore_main
+
+            rescore_main(rest)
         elif command == "data":
             from calbench.data.cli import main as data_main
 

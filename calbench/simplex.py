@@ -29,3 +29,29 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 def probs_to_logits(probs: np.ndarray) -> np.ndarray:
     """``log(clip(p))``: the logits of data given as probabilities."""
     return np.log(np.clip(np.asarray(probs, dtype=np.float64), TINY, None))
+
+
+def simplex_grid(step: float) -> np.ndarray:
+    """Points of the 3-class simplex on a regular barycentric grid, strictly inside it."""
+    ticks = np.arange(step / 2, 1.0, step)
+    a, b = np.meshgrid(ticks, ticks)
+    a, b = a.ravel(), b.ravel()
+    inside = a + b < 1.0 - step / 4
+    return np.column_stack([a[inside], b[inside], 1.0 - a[inside] - b[inside]])
+
+
+#: A simplex map's two grids (Valk Fig. 5): the coloured background and the arrows.
+MAP_STEPS = {"background": 1 / 120, "arrows": 1 / 14}
+
+
+def map_points() -> np.ndarray:
+    """The points a simplex map evaluates a calibration map at (its grids, one after the
+    other); a 3-class cell stores its map there (`calbench.runner.predictions`), so
+    figures never refit. `split_map` names the parts."""
+    return np.vstack([simplex_grid(step) for step in MAP_STEPS.values()])
+
+
+def split_map(rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Rows given at `map_points`, by grid name."""
+    sizes = [len(simplex_grid(step)) for step in MAP_STEPS.values()]
+    return dict(zip(MAP_STEPS, np.split(np.asarray(rows), np.cumsum(sizes)[:-1]), strict=True))

@@ -1,16 +1,14 @@
 """Figures render headless to non-empty files; CD diagrams from a store."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from calbench.errors import CalbenchError
 from calbench.plots.cli import cd_figures
-from calbench.plots.simplex import simplex_grid, to_plane
+from calbench.plots.simplex import to_plane
 from calbench.runner.store import COLUMNS, ResultStore
+from calbench.simplex import simplex_grid
 from tests.conftest import store_row
 
 
@@ -18,37 +16,6 @@ def test_simplex_geometry():
     grid = simplex_grid(0.1)
     assert np.allclose(grid.sum(axis=1), 1) and (grid > 0).all()
     np.testing.assert_allclose(to_plane(np.eye(3)), [[0, 0], [1, 0], [0.5, np.sqrt(3) / 2]])
-
-
-def test_figures_command_writes_simplex_and_reliability_pngs(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "calbench.cli",
-            "figures",
-            "--results-dir",
-            str(tmp_path),
-            "--formats",
-            "png",
-            "--override",
-            "dataset.n_test=2000",
-            "--methods",
-            "ts,dir,kernel_dir_h01",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr
-    for name in (
-        "valk_synthetic_simplex_maps.png",
-        "valk_synthetic_reliability.png",
-        "valk_synthetic_ks_curves.png",
-    ):
-        path = tmp_path / "figures" / name
-        assert path.is_file() and path.stat().st_size > 20_000
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def _store(tmp_path, datasets, methods, rng, metrics=("log_loss",)):

@@ -284,7 +284,7 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
 
 def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
     from calbench.runner.decision_task import curve_metric
-    from calbench.runner.store import COLUMNS, ResultStore
+    from calbench.runner.store import ResultStore
     from calbench.tables.cli import table_specs, write_tables
 
     specs = {n: s for n, s in table_specs().items() if s["layout"] == "risk_curve"}
@@ -319,7 +319,7 @@ def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
             for eps in np.linspace(0, 1, 21)
             for fold in range(3)
         ]
-        store.write(f"{i:04d}", pd.DataFrame(records)[COLUMNS])
+        store.write(f"{i:04d}", pd.DataFrame(records))
     written = {p.name for p in write_tables(tmp_path, echo=False)}
     for name, spec in specs.items():
         assert {f"{name}.{f}" for f in ("md", "tex", "csv", "png", "pdf")} <= written, name

@@ -23,11 +23,9 @@ passes ``dataset.trusted=true``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
-import yaml
-
+from calbench.conf_files import read_group
 from calbench.data.fetch import sha256_of
 
 
@@ -51,19 +49,12 @@ class RegisteredSet:
     note: str = ""
 
 
-def _conf(folder: str):
-    return resources.files("calbench.conf").joinpath(folder)
-
-
 def registered_sets() -> dict[str, RegisteredSet]:
     sets = {}
-    for entry in sorted(_conf("dataset").iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
-        block = (yaml.safe_load(entry.read_text()) or {}).get("registry")
+    for name, config in read_group("dataset").items():
+        block = config.get("registry")
         if not block:
             continue
-        name = entry.name[: -len(".yaml")]
         sets[name] = RegisteredSet(
             name=name,
             kind=block.get("kind", "logits"),
@@ -82,11 +73,7 @@ def experiments_using() -> dict[str, list[str]]:
     another, as kull_uci_full on kull_uci, sweeps that one's data sets too)."""
     swept: dict[str, list[str]] = {}
     parents: dict[str, list[str]] = {}
-    for entry in sorted(_conf("experiment").iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
-        preset = entry.name[: -len(".yaml")]
-        config = yaml.safe_load(entry.read_text()) or {}
+    for preset, config in read_group("experiment").items():
         params = (((config.get("hydra") or {}).get("sweeper") or {}).get("params")) or {}
         names = [d.strip() for d in str(params.get("dataset", "")).split(",") if d.strip()]
         for item in config.get("defaults", []):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.errors import CalbenchError
+from calbench.simplex import map_points, split_map
 
 _VERTICES = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
 
@@ -18,15 +19,6 @@ _VERTICES = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
 def to_plane(probs: np.ndarray) -> np.ndarray:
     """Barycentric coordinates -> points of the triangle."""
     return np.asarray(probs) @ _VERTICES
-
-
-def simplex_grid(step: float) -> np.ndarray:
-    """Points of the simplex on a regular barycentric grid, strictly inside it."""
-    ticks = np.arange(step / 2, 1.0, step)
-    a, b = np.meshgrid(ticks, ticks)
-    a, b = a.ravel(), b.ravel()
-    inside = a + b < 1.0 - step / 4
-    return np.column_stack([a[inside], b[inside], 1.0 - a[inside] - b[inside]])
 
 
 #: Where each class's vertex label sits, and the colour its error pushes the background to.
@@ -76,20 +68,20 @@ def plt_rectangle(xy, width, height, colour):
     return Rectangle(xy, width, height, facecolor=colour, edgecolor="black", linewidth=0.3)
 
 
-def calibration_map(
-    ax, calibrate, title="", colour_scale=3.5, arrow_step=1 / 14, background_step=1 / 120
-):
-    """Draw ``calibrate(p) -> ĉ(p)`` (a function on probability rows) on ``ax``."""
-    background = simplex_grid(background_step)
-    error = background - calibrate(background)
-    if error.shape[1] != 3:
+def calibration_map(ax, mapped: np.ndarray, title="", colour_scale=3.5, class_names=None):
+    """Draw a calibration map ĉ given at `calbench.simplex.map_points` (``mapped``: its
+    rows there, as a cell stores them) on ``ax``."""
+    mapped = np.asarray(mapped)
+    if mapped.ndim != 2 or mapped.shape[1] != 3:
         raise CalbenchError("Simplex maps need exactly 3 classes.")
+    points, mapped = split_map(map_points()), split_map(mapped)
+    error = points["background"] - mapped["background"]
     colours = np.clip(0.5 + colour_scale * error, 0.0, 1.0)
-    xy = to_plane(background)
-    ax.scatter(xy[:, 0], xy[:, 1], c=colours, s=4, marker="h", linewidths=0)
-    grid = simplex_grid(arrow_step)
-    start = to_plane(grid)
-    delta = to_plane(calibrate(grid)) - start
+    xy = to_plane(points["background"])
+    # Rasterised: thousands of markers as vector paths make a PDF slow to write and read.
+    ax.scatter(xy[:, 0], xy[:, 1], c=colours, s=4, marker="h", linewidths=0, rasterized=True)
+    start = to_plane(points["arrows"])
+    delta = to_plane(mapped["arrows"]) - start
     ax.quiver(
         start[:, 0],
         start[:, 1],
@@ -101,7 +93,7 @@ def calibration_map(
         width=0.004,
         color="black",
     )
-    _frame(ax, title)
+    _frame(ax, title, *([class_names] if class_names is not None else []))
     return ax
 
 
@@ -111,6 +103,6 @@ def calibration_data(ax, probs, y, title="calibration data"):
         raise CalbenchError("Simplex maps need exactly 3 classes.")
     xy = to_plane(probs)
     colours = np.array(CLASS_COLOURS)[np.asarray(y)]
-    ax.scatter(xy[:, 0], xy[:, 1], c=colours, s=3, alpha=0.7, linewidths=0)
+    ax.scatter(xy[:, 0], xy[:, 1], c=colours, s=3, alpha=0.7, linewidths=0, rasterized=True)
     _frame(ax, title)
     return ax

@@ -23,8 +23,9 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from calbench.conf_files import load_yaml
 from calbench.reproduce.published import not_reproducible, published
-from calbench.runner.store import ResultStore, load_yaml
+from calbench.runner.store import ResultStore
 
 STATUSES = ("equal", "within tolerance", "differs", "not run")
 REPORT_COLUMNS = [

@@ -18,14 +18,14 @@ from calbench.calibrators import make_calibrator
 from calbench.criteria import PARAMETRISED
 from calbench.data import LOADERS, Dataset, load_dataset
 from calbench.decision.family import between
-from calbench.decision.shift import adapt_posteriors
 from calbench.errors import CalbenchError
-from calbench.metrics import empirical_risk, evaluate, log_loss
+from calbench.metrics import empirical_risk, log_loss
 from calbench.runner.checks import method_grid
 from calbench.runner.decision_task import DecisionTask, configured_loss, decision_task
+from calbench.runner.predictions import FoldPredictions
 from calbench.runner.protocols import make_folds
 from calbench.runner.selection import select_and_fit, select_on_validation
-from calbench.simplex import softmax
+from calbench.simplex import map_points, probs_to_logits, softmax
 
 #: The parts of the configuration that determine a cell's numbers (and so its hash).
 CELL_KEYS = (
@@ -206,12 +206,14 @@ def _check_simplex(cfg, dataset, fold, probs):
 
 @dataclass
 class FoldFit:
-    """A fold's calibrated test predictions (averaged over its members, Kull 4.1)."""
+    """A fold's calibrated test predictions (averaged over its members, Kull 4.1) and, on
+    3-class data, the calibration map at `map_points` (averaged likewise)."""
 
     probs: np.ndarray
     uncalibrated: np.ndarray
     chosen: dict | list
     seconds: float
+    simplex: np.ndarray | None = None
 
 
 def _fit_fold(cfg, dataset, task, fold, eps=None) -> tuple[FoldFit, str]:
@@ -222,7 +224,7 @@ def _fit_fold(cfg, dataset, task, fold, eps=None) -> tuple[FoldFit, str]:
     # forests, k-NN), so there the log-loss is clipped as scikit-learn's was in Kull et
     # al.'s code, lest a few 708-per-sample terms decide the choice.
     on_training = selection_score(cfg, task.training_loss(eps), log_loss_clip=1e-15)
-    probs, uncalibrated, chosen, seconds = [], [], [], 0.0
+    probs, uncalibrated, simplex, chosen, seconds = [], [], [], [], 0.0
     for member in fold.members:
         start = time.perf_counter()
         if member.logits_val is None:
@@ -242,52 +244,62 @@ def _fit_fold(cfg, dataset, task, fold, eps=None) -> tuple[FoldFit, str]:
         seconds += time.perf_counter() - start
         probs.append(model.predict_proba(member.logits_eval))
         uncalibrated.append(softmax(member.logits_eval))
+        if dataset.n_classes == 3:  # what a simplex map draws, so figures never refit
+            simplex.append(model.predict_proba(probs_to_logits(map_points())))
         chosen.append(public_params(params, model))
-    if len(fold.members) == 1:
-        return FoldFit(probs[0], uncalibrated[0], chosen[0], seconds), criterion
-    fit = FoldFit(np.mean(probs, axis=0), np.mean(uncalibrated, axis=0), chosen, seconds)
+    fit = FoldFit(
+        _combine(probs),
+        _combine(uncalibrated),
+        chosen[0] if len(chosen) == 1 else chosen,
+        seconds,
+        _combine(simplex) if simplex else None,
+    )
     return fit, criterion
 
 
-def _fold_values(cfg, dataset, task, fold, fit, metrics_config) -> dict:
-    """The configured metrics of a fold's predictions; under a prior shift they are
-    Bayes-corrected (eq. 3.36) and the risks importance-weighted (eqs. 3.37-3.38)."""
-    probs, uncalibrated, shift_weights = fit.probs, fit.uncalibrated, None
-    if task.priors is not None:
-        train, test = task.priors
-        ratio = test / train
-        shift_weights = {"labels": ratio, "inputs": probs @ ratio}
-        probs = adapt_posteriors(probs, train, test)
-        uncalibrated = adapt_posteriors(uncalibrated, train, test)
-    true_probs = dataset.true_map(uncalibrated) if dataset.true_map is not None else None
-    values = evaluate(
-        metrics_config,
-        probs,
+def _combine(parts: list[np.ndarray]) -> np.ndarray:
+    """A fold's members' predictions, averaged (Kull 4.1)."""
+    return parts[0] if len(parts) == 1 else np.mean(parts, axis=0)
+
+
+def _fold_predictions(dataset, task, fold, fit) -> FoldPredictions:
+    true_probs = dataset.true_map(fit.uncalibrated) if dataset.true_map is not None else None
+    train, test = task.priors if task.priors is not None else (None, None)
+    return FoldPredictions(
+        fold=fold.index,
         y=fold.y_eval,
+        probs=fit.probs,
+        uncalibrated=fit.uncalibrated,
+        loss=task.loss,
         true_probs=true_probs,
-        reference_probs=uncalibrated,
-        loss_matrix=task.loss,
-        shift_weights=shift_weights,
+        prior_train=train,
+        prior_test=test,
+        simplex=fit.simplex,
     )
-    # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
-    values["fit_accuracy"] = float(
-        np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
-    )
-    return values
 
 
 def run_cell(cfg: DictConfig) -> pd.DataFrame:
-    """Fit and evaluate the configured method on every fold of the protocol."""
+    """Fit and evaluate the configured method on every fold of the protocol: its rows."""
+    return evaluate_cell(cfg)[0]
+
+
+def evaluate_cell(cfg: DictConfig) -> tuple[pd.DataFrame, list[FoldPredictions]]:
+    """The cell's rows and each fold's stored predictions (`calbench.runner.predictions`)."""
     dataset = load_configured_dataset(cfg)
     protocol = OmegaConf.to_container(cfg.protocol, resolve=True)
     metrics_config = OmegaConf.to_container(cfg.metrics, resolve=True)
 
-    rows = []
+    rows, stored = [], []
     for fold in make_folds(dataset, protocol, seed=cfg.seed):
         task = decision_task(cfg, fold, dataset.n_classes)
         fit, criterion = _fit_fold(cfg, dataset, task, fold)
         _check_simplex(cfg, dataset, fold, fit.probs)
-        values = _fold_values(cfg, dataset, task, fold, fit, metrics_config)
+        predictions = _fold_predictions(dataset, task, fold, fit)
+        values = predictions.scores(metrics_config)
+        # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
+        values["fit_accuracy"] = float(
+            np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
+        )
         if criterion == "direct" and task.curve:
             # Trained knowing eps (Ho 4.4): one fit per point, each scored at its own eps.
             for eps in task.direct_points:
@@ -302,6 +314,7 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
                 f"{bad}; nothing was stored. Check the method's settings (e.g. a cropping "
                 "epsilon of 0 lets a zero probability reach the log-loss)."
             )
+        stored.append(predictions)
         for metric, value in values.items():
             rows.append(
                 {
@@ -327,7 +340,7 @@ def run_cell(cfg: DictConfig) -> pd.DataFrame:
     }
     for column, value in labels.items():
         frame[column] = value
-    return frame
+    return frame, stored
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:

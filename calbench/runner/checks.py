@@ -10,25 +10,31 @@ not an integer.
 from __future__ import annotations
 
 import numbers
-from importlib import resources
 
 from omegaconf import DictConfig, OmegaConf
 from sklearn.base import clone
 
 from calbench.calibrators import make_calibrator
+from calbench.conf_files import group_files, root_config
 from calbench.errors import CalbenchError, nearest
 
-#: The keys of a run's config (config.yaml's own and its groups'), and of a method config.
-RUN_KEYS = (
-    "dataset classifier method criterion loss shift protocol metrics experiment seed "
-    "results_dir data_dir device force hydra"
-).split()
+#: The keys of a method config.
 METHOD_KEYS = ("name", "calibrator", "params", "grid")
 
 
+def run_keys() -> list[str]:
+    """The keys of a run's config: config.yaml's own, its groups' and Hydra's."""
+    config = root_config()
+    groups = [next(iter(d)) for d in config["defaults"] if isinstance(d, dict)]
+    return (
+        [g for g in groups if "/" not in g and not g.startswith("override")]
+        + [k for k in config if k != "defaults"]
+        + ["experiment"]
+    )
+
+
 def presets() -> list[str]:
-    folder = resources.files("calbench.conf").joinpath("experiment")
-    return sorted(e.name[: -len(".yaml")] for e in folder.iterdir() if e.name.endswith(".yaml"))
+    return list(group_files("experiment"))
 
 
 def check_experiment_choice(choice) -> None:
@@ -89,7 +95,7 @@ def check_method(method: dict) -> None:
 
 def check_run_config(cfg: DictConfig) -> None:
     """Everything above, on the run's composed config."""
-    _unknown(list(cfg.keys()), RUN_KEYS, "")
+    _unknown(list(cfg.keys()), run_keys(), "")
     seed = cfg.seed
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise CalbenchError(f"seed must be an integer; got seed={seed!r}.")

@@ -7,8 +7,9 @@ from omegaconf import DictConfig
 from tabulate import tabulate
 
 from calbench.hashing import config_hash
-from calbench.runner.cell import cell_config, run_cell, summarise
+from calbench.runner.cell import cell_config, evaluate_cell, summarise
 from calbench.runner.decision_task import CURVE_METRIC
+from calbench.runner.predictions import check_storage
 from calbench.runner.store import ResultStore
 
 
@@ -21,9 +22,16 @@ def run_job(cfg: DictConfig) -> str:
     if store.has(cell_hash) and not cfg.force:
         print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
         return cell_hash
-    rows = run_cell(cfg)
+    storage = cfg.get("predictions", "auto")
+    check_storage(storage)  # before the work, not after
+    rows, predictions = evaluate_cell(cfg)
     rows["config_hash"] = cell_hash
-    path = store.write(cell_hash, rows, yaml.safe_dump(cell, sort_keys=False))
+    path = store.write(
+        cell_hash,
+        rows,
+        yaml.safe_dump(cell, sort_keys=False),
+        predictions=None if storage == "none" else (predictions, storage),
+    )
     # A risk curve's points go to the store and `calbench tables`, not to the terminal.
     curve = rows["metric"].str.startswith(CURVE_METRIC)
     summary = summarise(rows[~curve])

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from calbench.atomic import atomic_write_text
+from calbench.conf_files import load_yaml
+from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
+from calbench.runner import predictions as fold_predictions
+from calbench.runner.predictions import FoldPredictions
 
 #: The labels that name a cell in tables; two stored cells sharing them (and their setting,
 #: see `superseded_cells`) supersede each other.
@@ -43,6 +46,7 @@ COLUMNS = [
     "config_hash",
     "seed",
     "calbench_version",
+    "predictions_sha256",
 ]
 
 
@@ -58,13 +62,38 @@ class ResultStore:
     def has(self, cell_hash: str) -> bool:
         return self._csv(cell_hash).is_file()
 
-    def write(self, cell_hash: str, rows: pd.DataFrame, config_text: str = "") -> Path:
-        """Store a finished cell; its resolved config goes beside it for provenance."""
+    def write(
+        self, cell_hash: str, rows: pd.DataFrame, config_text: str = "", predictions=None
+    ) -> Path:
+        """Store a finished cell; its resolved config goes beside it for provenance, and its
+        per-fold predictions (``(folds, storage)``, see `calbench.runner.predictions`) before
+        the rows, whose ``predictions_sha256`` column then names them."""
         if config_text:
-            atomic_write_text(self.root / f"{cell_hash}.yaml", config_text)
+            self.write_config(cell_hash, config_text)
+        sha256 = (
+            ""
+            if predictions is None
+            else fold_predictions.write(self.root, cell_hash, *predictions)
+        )
+        return self.replace_rows(cell_hash, rows.assign(predictions_sha256=sha256))
+
+    def write_config(self, cell_hash: str, config_text: str) -> None:
+        atomic_write_text(self.root / f"{cell_hash}.yaml", config_text)
+
+    def replace_rows(self, cell_hash: str, rows: pd.DataFrame) -> Path:
+        """Write a cell's rows (all of them, at once; `calbench rescore` adds metrics)."""
         path = self._csv(cell_hash)
         atomic_write_text(path, rows[COLUMNS].to_csv(index=False))
         return path
+
+    def predictions(self, cell_hash: str, sha256: str) -> list[FoldPredictions]:
+        """A stored cell's per-fold predictions, checked against the rows' checksum."""
+        if not sha256:
+            raise CalbenchError(
+                f"cell {cell_hash} was stored without predictions (predictions=none, or by an "
+                "earlier calbench); rerun it with force=true to store them."
+            )
+        return fold_predictions.read(self.root, cell_hash, sha256)
 
     def read(self, experiment: str | None = None, latest: bool = True) -> pd.DataFrame:
         """All stored rows (optionally of one experiment) as one table.
@@ -97,6 +126,9 @@ class ResultStore:
             frames.append(part)
         frame = pd.concat(frames, ignore_index=True)
         frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
+        # Cells stored before predictions were kept have no checksum column.
+        sha256 = frame["predictions_sha256"] if "predictions_sha256" in frame else ""
+        frame["predictions_sha256"] = pd.Series(sha256, index=frame.index).fillna("")
         if "classifier" in frame:  # cells stored before the column existed: no classifier
             frame["classifier"] = frame["classifier"].fillna("none").replace("", "none")
         else:
@@ -108,21 +140,14 @@ class ResultStore:
         return frame
 
 
-# libyaml's loader where present: the pure-Python one takes seconds over a sweep's configs.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def load_yaml(text: str):
-    """Safe YAML with libyaml where present (config files, table specs)."""
-    return yaml.load(text, Loader=_YAML_LOADER)
-
-
 def _setting(config_file: Path, fallback: str) -> str:
     """A hash of a stored cell's config without its method and criterion sections."""
     if not config_file.is_file():
         return fallback  # no config beside the rows: never superseded
     config = load_yaml(config_file.read_text()) or {}
-    return config_hash({k: v for k, v in config.items() if k not in ("method", "criterion")})
+    # Metrics added later by `calbench rescore` do not make a cell a different setting.
+    ignored = ("method", "criterion", "rescored")
+    return config_hash({k: v for k, v in config.items() if k not in ignored})
 
 
 def superseded_cells(frame: pd.DataFrame) -> list[str]:

@@ -4,15 +4,15 @@ results, and a generic ranked table per metric for an experiment without a paper
 from __future__ import annotations
 
 import argparse
-from importlib import resources
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
+from calbench.conf_files import read_group
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
 from calbench.runner.checks import presets
 from calbench.runner.decision_task import curve_eps
-from calbench.runner.store import ResultStore, load_yaml, superseded_cells
+from calbench.runner.store import ResultStore, superseded_cells
 from calbench.tables.curves import curve_frame
 from calbench.tables.generic import generic_specs
 from calbench.tables.layouts import build_table
@@ -27,17 +27,12 @@ def table_specs() -> dict[str, dict]:
     and kull_uci_offline): each gets the file stem with its first experiment's name
     replaced, and its note appended to the title.
     """
-    folder = resources.files("calbench.conf").joinpath("table")
     specs = {}
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
-        spec = load_yaml(entry.read_text())
-        stem = entry.name[: -len(".yaml")]
+    for stem, spec in read_group("table").items():
         experiments = spec.pop("experiments", None) or {spec["experiment"]: None}
         first = next(iter(experiments))
         if not stem.startswith(first):
-            raise CalbenchError(f"table spec {entry.name} must be named after {first!r}.")
+            raise CalbenchError(f"table spec {stem}.yaml must be named after {first!r}.")
         for experiment, note in experiments.items():
             one = dict(spec, experiment=experiment, name=experiment + stem[len(first) :])
             if note:
@@ -48,13 +43,11 @@ def table_specs() -> dict[str, dict]:
 
 def metric_direction():
     """higher_is_better for stored metric names, resolving the aliases of every metric set."""
-    folder = resources.files("calbench.conf").joinpath("metrics")
     aliases = {}
-    for entry in folder.iterdir():
-        if entry.name.endswith(".yaml"):
-            for name, opts in load_yaml(entry.read_text()).items():
-                if isinstance(opts, dict):  # skip Hydra's `defaults` list
-                    aliases[name] = opts.get("fn", name)
+    for metrics in read_group("metrics").values():
+        for name, opts in metrics.items():
+            if isinstance(opts, dict):  # skip Hydra's `defaults` list
+                aliases[name] = opts.get("fn", name)
 
     def direction(name: str) -> bool:
         if curve_eps(name) is not None:

@@ -1,0 +1,35 @@
+"""The packaged config files (``calbench/conf``) and YAML reading: one home for both.
+
+A ground module: data, tables, the runner and the CLI read config groups through it.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import yaml
+
+# libyaml's loader where present: the pure-Python one takes seconds over a sweep's configs.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str):
+    """Safe YAML with libyaml where present (config files, table specs, stored configs)."""
+    return yaml.load(text, Loader=_YAML_LOADER)
+
+
+def group_files(group: str) -> dict[str, object]:
+    """A config group's YAML files by option name (``group_files("experiment")["kull_uci"]``),
+    sorted by name; values are importlib resources (``.read_text()``)."""
+    folder = resources.files("calbench.conf").joinpath(group)
+    entries = sorted(folder.iterdir(), key=lambda e: e.name)
+    return {e.name[: -len(".yaml")]: e for e in entries if e.name.endswith(".yaml")}
+
+
+def read_group(group: str) -> dict[str, dict]:
+    """Every option of a config group, parsed, by name."""
+    return {name: load_yaml(entry.read_text()) or {} for name, entry in group_files(group).items()}
+
+
+def root_config() -> dict:
+    return load_yaml(resources.files("calbench.conf").joinpath("config.yaml").read_text())

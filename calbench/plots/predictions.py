@@ -1,0 +1,147 @@
+"""Figures of one task's stored predictions: simplex maps, reliability diagrams, KS graphs.
+
+Every cell stores its per-fold test predictions (and on 3-class data its map at the simplex
+grid, `calbench.runner.predictions`), so these figures read the store and never refit: the
+maps drawn are the ones whose numbers are in the tables. A task is a data set (and
+classifier); its methods are the stored cells of the experiment on it.
+"""
+
+from __future__ import annotations
+
+from calbench.plots.output import save_figure  # first: the headless backend  # isort: skip
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from calbench.conf_files import load_yaml
+from calbench.plots.ks import ks_curves
+from calbench.plots.reliability import reliability_diagram
+from calbench.plots.simplex import calibration_data, calibration_map, colour_key
+from calbench.runner.cell import load_configured_dataset
+from calbench.runner.predictions import FoldPredictions
+from calbench.runner.store import ResultStore
+from calbench.simplex import map_points
+
+#: Shown in reliability and KS figures where the experiment has them (Valk Fig. 2).
+RELIABILITY_METHODS = ("uncal", "ts", "dir", "kernel_dir_h01")
+#: Methods whose panel a simplex map figure draws otherwise (the data and the true map).
+_NOT_A_MAP = ("uncal", "true_map")
+
+
+@dataclass
+class Task:
+    """A data set (and classifier) of an experiment, with each method's stored folds."""
+
+    dataset: str
+    classifier: str
+    folds: dict[str, list[FoldPredictions]]  # method -> its cell's folds
+    config_hash: str  # one of its cells, for the data set's config
+
+    @property
+    def label(self) -> str:
+        return self.dataset if self.classifier == "none" else f"{self.dataset} x {self.classifier}"
+
+    def pooled(self, method: str) -> tuple[np.ndarray, np.ndarray]:
+        """A method's test predictions and labels over all its folds."""
+        folds = self.folds[method]
+        return np.vstack([f.probs for f in folds]), np.concatenate([f.y for f in folds])
+
+
+def stored_tasks(store: ResultStore, rows: pd.DataFrame, methods=None, order=()) -> list[Task]:
+    """The tasks of ``rows`` (one experiment's latest cells) with their predictions; cells
+    stored without predictions are left out. Methods come in ``order``'s order, then as
+    stored."""
+    cells = rows.drop_duplicates("config_hash")
+    cells = cells[cells["predictions_sha256"] != ""]
+    if methods:
+        cells = cells[cells["method"].isin(methods)]
+    rank = {m: i for i, m in enumerate(order)}
+    cells = cells.assign(rank=cells["method"].map(lambda m: rank.get(m, len(rank))))
+    tasks = []
+    groups = list(cells.sort_values(["rank"], kind="stable").groupby(["dataset", "classifier"]))
+    progress = tqdm(total=len(cells), desc="reading stored predictions", unit="cell", leave=False)
+    for (dataset, classifier), group in groups:
+        folds = {}
+        for cell in group.itertuples():
+            # A sweep over criteria or losses has several cells per method: the first drawn.
+            if cell.method not in folds:
+                folds[cell.method] = store.predictions(cell.config_hash, cell.predictions_sha256)
+            progress.update()
+        tasks.append(Task(dataset, classifier, folds, group["config_hash"].iat[0]))
+    progress.close()
+    return tasks
+
+
+def _file_stem(experiment: str, task: Task, several: bool) -> str:
+    if not several:
+        return experiment
+    return f"{experiment}_{task.label.replace(' x ', '_')}"
+
+
+def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> list[Path]:
+    """Valk Fig. 5: the calibration data, the true map where known, each method's map."""
+    config = load_yaml((store.root / f"{task.config_hash}.yaml").read_text())
+    dataset = load_configured_dataset(OmegaConf.create({"dataset": config["dataset"]}))
+    panels = [m for m in task.folds if m not in _NOT_A_MAP]
+    n = len(panels) + 1 + (dataset.true_map is not None)
+    cols = 4
+    fig, axes = plt.subplots(-(-n // cols), cols, figsize=(12.8, 3.0 * -(-n // cols)))
+    axes = axes.ravel()
+    names = dataset.class_names if len(dataset.class_names or []) == 3 else None
+    calibration_data(
+        axes[0], dataset.probs_cal, dataset.y_cal, f"(a) {task.label}: calibration data"
+    )
+    used = 1
+    if dataset.true_map is not None:
+        calibration_map(
+            axes[1], dataset.true_map(map_points()), "(b) true calibration map", class_names=names
+        )
+        used = 2
+    for i, method in enumerate(panels):
+        folds = task.folds[method]
+        note = f" (fold 1 of {len(folds)})" if len(folds) > 1 else ""
+        title = f"({chr(ord('a') + used + i)}) {method}{note}"
+        calibration_map(axes[used + i], folds[0].simplex, title, class_names=names)
+    for ax in axes[n:]:
+        ax.set_axis_off()
+    colour_key(axes[n] if len(axes) > n else fig.add_axes((0.92, 0.1, 0.12, 0.25)))
+    return save_figure(fig, out_dir, f"{stem}_simplex_maps", formats)
+
+
+def reliability_figures(experiment, task: Task, out_dir, formats, stem) -> list[Path]:
+    """Confidence and class-1 reliability diagrams, and KS graphs, of a few methods."""
+    shown = [m for m in RELIABILITY_METHODS if m in task.folds] or list(task.folds)[:4]
+    fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.2), squeeze=False)
+    for j, method in enumerate(shown):
+        probs, y = task.pooled(method)
+        reliability_diagram(axes[0, j], probs, y, title=f"{method}: confidence")
+        reliability_diagram(axes[1, j], probs, y, class_index=0, title=f"{method}: class 1")
+    fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
+    fig.tight_layout()
+    paths = save_figure(fig, out_dir, f"{stem}_reliability", formats)
+
+    fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.0), squeeze=False)
+    for j, method in enumerate(shown):
+        probs, y = task.pooled(method)
+        ks_curves(axes[0, j], axes[1, j], probs, y, title=method)
+    fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
+    fig.tight_layout()
+    return paths + save_figure(fig, out_dir, f"{stem}_ks_curves", formats)
+
+
+def task_figures(store, experiment, tasks: list[Task], out_dir, formats) -> list[Path]:
+    """Each task's figures (file names carry the task where there are several)."""
+    paths = []
+    for task in tasks:
+        stem = _file_stem(experiment, task, len(tasks) > 1)
+        first = next(iter(task.folds.values()))[0]
+        if first.simplex is not None and any(m not in _NOT_A_MAP for m in task.folds):
+            paths += simplex_figure(store, experiment, task, out_dir, formats, stem)
+        paths += reliability_figures(experiment, task, out_dir, formats, stem)
+    return paths

@@ -1,0 +1,170 @@
+"""A cell's per-fold test predictions, stored beside its rows so nothing is refitted later.
+
+Figures (reliability diagrams, KS graphs, simplex maps) and ``calbench rescore`` (a new
+metric on stored cells) read them instead of fitting every method again. One compressed
+``store/<hash>.npz`` per cell holds, for each outer fold ``i``:
+
+- ``y/i``, ``probs/i`` (the calibrated test predictions, before any prior-shift
+  correction), ``uncalibrated/i`` (softmax of the test logits);
+- ``loss/i``: the loss matrix the fold's decision metrics were scored with; under a prior
+  shift ``prior_train/i`` and ``prior_test/i``; where the true map is known (synthetic
+  data) ``true_probs/i``;
+- on 3-class data ``simplex/i``: the calibrated map at `calbench.simplex.map_points`, what
+  a simplex map draws.
+
+Labels, uncalibrated and true probabilities are the same for every method on a fold: they
+are stored once, content-addressed, under ``store/arrays/`` (valk_synthetic's 14 cells
+take about a third of the space they would otherwise). The files are written atomically
+before the rows, and the cell file's SHA-256 goes into the rows (column
+``predictions_sha256``), so a reader knows the file is the one the rows came from.
+``predictions: float32`` (or ``auto`` above a million entries per array) halves the file;
+``predictions: none`` stores none.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from calbench.atomic import atomic_write_bytes
+from calbench.decision.shift import adapt_posteriors
+from calbench.errors import CalbenchError
+from calbench.metrics import evaluate
+
+#: Above this many entries in an array, ``predictions: auto`` stores float32.
+AUTO_FLOAT32_ENTRIES = 1_000_000
+STORAGE = ("auto", "float64", "float32", "none")
+
+
+@dataclass
+class FoldPredictions:
+    """One outer fold's test predictions and what its metrics were scored with."""
+
+    fold: int
+    y: np.ndarray
+    probs: np.ndarray
+    uncalibrated: np.ndarray
+    loss: np.ndarray
+    true_probs: np.ndarray | None = None
+    prior_train: np.ndarray | None = None
+    prior_test: np.ndarray | None = None
+    simplex: np.ndarray | None = None
+
+    def scores(self, metrics_config: dict) -> dict[str, float]:
+        """The configured metrics of these predictions; under a prior shift they are
+        Bayes-corrected (Ho eq. 3.36) and the risks importance-weighted (eqs. 3.37-3.38)."""
+        probs, uncalibrated, shift_weights = self.probs, self.uncalibrated, None
+        if self.prior_train is not None:
+            ratio = self.prior_test / self.prior_train
+            shift_weights = {"labels": ratio, "inputs": probs @ ratio}
+            probs = adapt_posteriors(probs, self.prior_train, self.prior_test)
+            uncalibrated = adapt_posteriors(uncalibrated, self.prior_train, self.prior_test)
+        return evaluate(
+            metrics_config,
+            probs,
+            y=self.y,
+            true_probs=self.true_probs,
+            reference_probs=uncalibrated,
+            loss_matrix=self.loss,
+            shift_weights=shift_weights,
+        )
+
+
+_ARRAYS = [f.name for f in fields(FoldPredictions) if f.name != "fold"]
+_FLOATING = ("probs", "uncalibrated", "true_probs", "simplex")
+#: The same for every method on a fold: stored once, under ``arrays/<content hash>.npz``,
+#: and named from the cell's file by that hash (``@uncalibrated/0``).
+_SHARED = ("y", "uncalibrated", "true_probs")
+
+
+def check_storage(storage: str) -> None:
+    if storage not in STORAGE:
+        raise CalbenchError(f"predictions={storage!r}: choose one of {', '.join(STORAGE)}.")
+
+
+def _content_hash(array: np.ndarray) -> str:
+    digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def _npz_bytes(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def write(root: Path, cell_hash: str, folds: list[FoldPredictions], storage="auto") -> str:
+    """Store a cell's folds under ``root`` (``storage``: see the module docstring); returns
+    the SHA-256 of the cell's file, for its rows."""
+    check_storage(storage)
+    arrays = {}
+    for fold in folds:
+        for name in _ARRAYS:
+            value = getattr(fold, name)
+            if value is None:
+                continue
+            value = np.asarray(value)
+            if name in _FLOATING and (
+                storage == "float32" or (storage == "auto" and value.size > AUTO_FLOAT32_ENTRIES)
+            ):
+                value = value.astype(np.float32)
+            if name in _SHARED:
+                content = _content_hash(value)
+                shared = root / "arrays" / f"{content}.npz"
+                if not shared.is_file():
+                    atomic_write_bytes(shared, _npz_bytes(array=value))
+                arrays[f"@{name}/{fold.fold}"] = np.array(content)
+            else:
+                arrays[f"{name}/{fold.fold}"] = value
+    data = _npz_bytes(**arrays)
+    atomic_write_bytes(root / f"{cell_hash}.npz", data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read(root: Path, cell_hash: str, sha256: str) -> list[FoldPredictions]:
+    """A cell's folds, after checking its file (and each shared array) is the one its rows
+    were stored with."""
+    data = _checked(root / f"{cell_hash}.npz", lambda d: hashlib.sha256(d).hexdigest(), sha256)
+    by_fold: dict[int, dict] = {}
+    with np.load(io.BytesIO(data)) as stored:
+        for key in stored.files:
+            name, fold = key.split("/")
+            value = stored[key]
+            if name.startswith("@"):
+                name, content = name[1:], str(value)
+                value = _shared(root / "arrays" / f"{content}.npz", content)
+            if name in _FLOATING:
+                value = value.astype(np.float64)
+            by_fold.setdefault(int(fold), {})[name] = value
+    return [FoldPredictions(fold=fold, **arrays) for fold, arrays in sorted(by_fold.items())]
+
+
+@functools.lru_cache(maxsize=16)  # every method of a fold names the same labels and scores
+def _shared(path: Path, content: str) -> np.ndarray:
+    def loaded(data):
+        with np.load(io.BytesIO(data)) as stored:
+            return stored["array"]
+
+    array = loaded(_checked(path, lambda d: _content_hash(loaded(d)), content))
+    array.setflags(write=False)  # one copy serves every cell that names it
+    return array
+
+
+def _checked(path: Path, digest, expected: str) -> bytes:
+    if not path.is_file():
+        raise CalbenchError(
+            f"{path} is missing although the cell's rows name it; rerun the cell with force=true."
+        )
+    data = path.read_bytes()
+    if digest(data) != expected:
+        raise CalbenchError(
+            f"{path} does not match the checksum the cell's rows name: it was changed or "
+            "replaced after the cell was stored. Rerun the cell with force=true."
+        )
+    return data

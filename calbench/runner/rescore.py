@@ -1,0 +1,103 @@
+"""``calbench rescore``: new metrics on stored cells, from their stored predictions.
+
+Nothing is refitted: each cell's per-fold test predictions (`calbench.runner.predictions`)
+are scored with the named metrics, scored under the cell's own loss and prior shift, and
+the rows are added to the cell's file (a metric already stored under the same name is
+replaced). The cell's config keeps what it was run with and lists the added metrics under
+``rescored``, so its hash and its place in tables do not change.
+
+    calbench rescore --experiment valk_synthetic --metrics confidence_ece_size15,mce
+    calbench rescore --metrics-config kull          # every metric of conf/metrics/kull.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+import yaml
+from tqdm import tqdm
+
+from calbench.conf_files import load_yaml, read_group
+from calbench.errors import CalbenchError, unknown_name
+from calbench.metrics import METRICS
+from calbench.runner.store import COLUMNS, ResultStore
+
+
+def metric_options(names: list[str]) -> dict[str, dict]:
+    """Output name -> options for each name: as a metrics config defines it (default.yaml
+    first, then the others by name), else a registered metric function with no options."""
+    configs = read_group("metrics")
+    ordered = [configs.pop("default", {}), *configs.values()]
+    defined = {}
+    for config in reversed(ordered):  # default.yaml's definition wins
+        defined.update({k: v or {} for k, v in config.items() if k != "defaults"})
+    options = {}
+    for name in names:
+        if name in defined:
+            options[name] = dict(defined[name])
+        elif name in METRICS:
+            options[name] = {}
+        else:
+            raise unknown_name("metric", name, sorted(set(defined) | set(METRICS)))
+    return options
+
+
+def config_metrics(name: str) -> dict[str, dict]:
+    configs = read_group("metrics")
+    if name not in configs:
+        raise unknown_name("metrics config", name, configs)
+    return {k: v or {} for k, v in configs[name].items() if k != "defaults"}
+
+
+def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int, list[str]]:
+    """Add ``metrics`` to every latest cell (of ``experiment``, else all); returns the
+    number of cells rescored and the hashes of those stored without predictions."""
+    store = ResultStore(results_dir)
+    rows = store.read(experiment)
+    if rows.empty:
+        where = f"experiment {experiment!r}" if experiment else "any experiment"
+        raise CalbenchError(f"No results for {where} in {results_dir}; nothing to rescore.")
+    done, missing = 0, []
+    for cell_hash, cell in tqdm(rows.groupby("config_hash"), desc="rescoring", unit="cell"):
+        sha256 = cell["predictions_sha256"].iat[0]
+        if not sha256:
+            missing.append(cell_hash)
+            continue
+        added = []
+        for fold in store.predictions(cell_hash, sha256):
+            template = cell[cell["fold"] == fold.fold].iloc[0]
+            for metric, value in fold.scores(metrics).items():
+                added.append({**template[COLUMNS].to_dict(), "metric": metric, "value": value})
+        kept = cell[~cell["metric"].isin(metrics)]
+        store.replace_rows(cell_hash, pd.concat([kept[COLUMNS], pd.DataFrame(added)[COLUMNS]]))
+        config_file = store.root / f"{cell_hash}.yaml"
+        if config_file.is_file():
+            config = load_yaml(config_file.read_text()) or {}
+            config["rescored"] = {**(config.get("rescored") or {}), **metrics}
+            store.write_config(cell_hash, yaml.safe_dump(config, sort_keys=False))
+        done += 1
+    return done, missing
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="calbench rescore", description=__doc__)
+    parser.add_argument("--experiment", help="one experiment (default: every stored cell)")
+    parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--metrics", help="comma-separated metric names")
+    parser.add_argument("--metrics-config", help="every metric of conf/metrics/NAME.yaml")
+    args = parser.parse_args(argv)
+    if bool(args.metrics) == bool(args.metrics_config):
+        raise CalbenchError("rescore needs --metrics a,b,... or --metrics-config NAME (one).")
+    metrics = (
+        metric_options([m for m in args.metrics.split(",") if m])
+        if args.metrics
+        else config_metrics(args.metrics_config)
+    )
+    done, missing = rescore(args.results_dir, metrics, args.experiment)
+    print(f"rescored {done} cell(s) with {', '.join(metrics)}")
+    if missing:
+        print(
+            f"{len(missing)} cell(s) were stored without predictions (predictions=none, or by "
+            f"an earlier calbench), e.g. {missing[0]}: rerun them with force=true."
+        )

@@ -1,0 +1,160 @@
+"""Stored per-fold predictions: they reproduce the stored rows, are checked, and feed
+`calbench rescore` and the figures without a refit."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from calbench.conf_files import load_yaml
+from calbench.errors import CalbenchError
+from calbench.metrics import confidence_ece, mce
+from calbench.runner.job import run_job
+from calbench.runner.rescore import metric_options, rescore
+from calbench.runner.store import ResultStore
+from tests.test_runner import config
+
+SMALL = ["dataset.n_cal=600", "dataset.n_test=900"]
+
+
+def _cells(results_dir):
+    store = ResultStore(results_dir)
+    rows = store.read()
+    return store, rows, rows.drop_duplicates("config_hash")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["method=dir_l2"],  # holdout, grid by inner CV, the true map known
+        ["method=ts", "protocol=nested", "protocol.outer_folds=3", "protocol.inner_folds=2"],
+        ["method=vs", "shift=lt_stronger"],  # Bayes-corrected, importance-weighted risks
+    ],
+    ids=["holdout", "nested", "prior_shift"],
+)
+def test_stored_predictions_score_exactly_to_the_stored_rows(tmp_path, overrides):
+    run_job(config(*SMALL, *overrides, f"results_dir={tmp_path}"))
+    store, rows, cells = _cells(tmp_path)
+    cell = cells.iloc[0]
+    metrics = load_yaml((tmp_path / "store" / f"{cell.config_hash}.yaml").read_text())["metrics"]
+    folds = store.predictions(cell.config_hash, cell.predictions_sha256)
+    assert [f.fold for f in folds] == sorted(rows["fold"].unique())
+    for fold in folds:
+        assert fold.simplex.shape == (7231, 3)  # 3-class data: the map for simplex figures
+        stored = rows[rows["fold"] == fold.fold].set_index("metric")["value"]
+        for metric, value in fold.scores(metrics).items():
+            assert value == pytest.approx(stored[metric], rel=1e-12, abs=1e-15), metric
+    if "shift=lt_stronger" in overrides:
+        assert folds[0].prior_train is not None and folds[0].prior_test is not None
+
+
+def test_labels_and_uncalibrated_scores_are_stored_once_for_all_methods(tmp_path):
+    for method in ("ts", "vs", "uncal"):
+        run_job(config(*SMALL, f"method={method}", f"results_dir={tmp_path}"))
+    # y, uncalibrated and true probabilities of the one test set: 3 shared files, not 9.
+    assert len(list((tmp_path / "store" / "arrays").glob("*.npz"))) == 3
+    store, _, cells = _cells(tmp_path)
+    uncal = cells[cells["method"] == "uncal"].iloc[0]
+    fold = store.predictions(uncal.config_hash, uncal.predictions_sha256)[0]
+    np.testing.assert_array_equal(fold.probs, fold.uncalibrated)
+
+
+def test_a_changed_or_missing_predictions_file_is_one_clear_error(tmp_path):
+    run_job(config(*SMALL, f"results_dir={tmp_path}"))
+    store, _, cells = _cells(tmp_path)
+    cell = cells.iloc[0]
+    npz = tmp_path / "store" / f"{cell.config_hash}.npz"
+    data = bytearray(npz.read_bytes())
+    data[-10] ^= 0xFF
+    npz.write_bytes(bytes(data))
+    with pytest.raises(CalbenchError, match="does not match the checksum"):
+        store.predictions(cell.config_hash, cell.predictions_sha256)
+    npz.unlink()
+    with pytest.raises(CalbenchError, match="missing although"):
+        store.predictions(cell.config_hash, cell.predictions_sha256)
+
+
+def test_float32_and_none_storage(tmp_path):
+    run_job(config(*SMALL, "predictions=float32", f"results_dir={tmp_path}"))
+    store, rows, cells = _cells(tmp_path)
+    cell = cells.iloc[0]
+    fold = store.predictions(cell.config_hash, cell.predictions_sha256)[0]
+    stored = rows.set_index("metric")["value"]
+    assert fold.probs.dtype == np.float64  # read back as float64
+    assert fold.scores({"log_loss": {}})["log_loss"] == pytest.approx(stored["log_loss"], rel=1e-6)
+    run_job(config(*SMALL, "method=vs", "predictions=none", f"results_dir={tmp_path / 'n'}"))
+    store, _, cells = _cells(tmp_path / "n")
+    assert cells["predictions_sha256"].iat[0] == ""
+    with pytest.raises(CalbenchError, match="stored without predictions"):
+        store.predictions(cells["config_hash"].iat[0], "")
+    with pytest.raises(CalbenchError, match="predictions='npz'"):
+        run_job(config(*SMALL, "predictions=npz", f"results_dir={tmp_path / 'bad'}"))
+
+
+def test_rescore_adds_a_metric_from_stored_predictions_without_refitting(tmp_path, monkeypatch):
+    for method in ("ts", "dir"):
+        run_job(config(*SMALL, f"method={method}", "protocol=nested", f"results_dir={tmp_path}"))
+    store, before, _ = _cells(tmp_path)
+
+    def no_refit(*args, **kwargs):
+        raise AssertionError("rescore refitted a calibrator")
+
+    monkeypatch.setattr("calbench.runner.cell._fit_fold", no_refit)
+    wanted = metric_options(["confidence_ece_size15", "mce"])
+    assert wanted["confidence_ece_size15"] == {
+        "fn": "confidence_ece",
+        "n_bins": 15,
+        "binning": "equal_size",
+    }
+    assert rescore(tmp_path, {"conf_ece_20": {"fn": "confidence_ece", "n_bins": 20}}) == (2, [])
+    assert rescore(tmp_path, wanted) == (2, [])
+    after = store.read()
+    # 2 cells x 5 folds x 1 new metric; the default set's mce and ECE are replaced, not doubled
+    assert len(after) == len(before) + 2 * 5
+    for cell in after.drop_duplicates("config_hash").itertuples():
+        for fold in store.predictions(cell.config_hash, cell.predictions_sha256):
+            mine = after[(after["config_hash"] == cell.config_hash) & (after["fold"] == fold.fold)]
+            value = mine.set_index("metric")["value"]
+            # Reference: the metric functions on the stored predictions, by hand.
+            assert value["conf_ece_20"] == confidence_ece(fold.probs, fold.y, n_bins=20)
+            assert value["mce"] == mce(fold.probs, fold.y, n_bins=15, binning="equal_width")
+            assert mine["params"].nunique() == 1 and (mine["fit_seconds"] > 0).all()
+    config_text = (tmp_path / "store" / f"{cell.config_hash}.yaml").read_text()
+    assert set(load_yaml(config_text)["rescored"]) == {
+        "conf_ece_20",
+        "confidence_ece_size15",
+        "mce",
+    }
+    with pytest.raises(CalbenchError, match="Unknown metric 'smece'"):
+        metric_options(["smece"])
+
+
+def _calbench(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "calbench.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+    )
+
+
+def test_figures_read_the_sweeps_stored_predictions(tmp_path):
+    out = _calbench(
+        "run",
+        "-m",
+        "experiment=valk_synthetic",
+        "method=ts,dir,kernel_dir_h01",
+        "dataset.n_test=2000",
+        f"results_dir={tmp_path}",
+    )
+    assert out.returncode == 0, out.stderr
+    out = _calbench("figures", "--results-dir", str(tmp_path), "--formats", "png")
+    assert out.returncode == 0, out.stderr
+    for name in ("simplex_maps", "reliability", "ks_curves"):
+        path = tmp_path / "figures" / f"valk_synthetic_{name}.png"
+        assert path.is_file() and path.stat().st_size > 20_000
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = _calbench("rescore", "--results-dir", str(tmp_path), "--metrics", "kde_ece")
+    assert out.returncode == 0 and "rescored 3 cell(s) with kde_ece" in out.stdout, out.stderr
