@@ -293,6 +293,65 @@ def test_decision_calibration_zeroes_each_parts_average_correction(synthetic):
     np.testing.assert_allclose(p.sum(axis=1), 1)
 
 
+def test_decision_search_gradient_and_adam_equal_autograds_and_torchs(rng):
+    """The hand-written search (gradient of the violation, Adam's update) against autograd
+    and torch.optim.Adam."""
+    import torch
+
+    from calbench.calibrators.decision import _Adam, violation_gradient
+
+    probs = torch.from_numpy(softmax(rng.normal(size=(300, 5)) * 2))
+    residual = torch.from_numpy(np.eye(5)[rng.integers(0, 5, 300)]) - probs
+    noise = torch.from_numpy(rng.normal(size=(300, 2)) * 0.1)
+    mine = torch.from_numpy(rng.normal(size=(2, 5)))
+    reference = mine.clone().requires_grad_(True)
+    optimiser, adam = torch.optim.Adam([reference], lr=1e-2), _Adam(mine, 1e-2)
+    for _ in range(5):
+        optimiser.zero_grad()
+        weights = torch.softmax(probs @ reference.T + noise, dim=1)
+        (-(weights.T @ residual / 300).norm(dim=1).sum()).backward()
+        grad = -violation_gradient(probs @ mine.T + noise, probs, residual)
+        torch.testing.assert_close(grad, reference.grad, rtol=1e-12, atol=1e-15)
+        optimiser.step()
+        adam.step(grad)
+        torch.testing.assert_close(mine, reference.detach(), rtol=1e-12, atol=1e-15)
+
+
+def test_decision_calibration_fitted_longer_contains_every_shorter_fit(synthetic, monkeypatch):
+    """n_iterations is a prefix parameter: the first k corrections of a 5-iteration fit are
+    a k-iteration fit, so inner CV fits once per fold and chooses as the plain grid would."""
+    from calbench.calibrators.decision import DecisionCalibrator
+    from calbench.runner.selection import select_and_fit
+
+    x, y = synthetic.logits_cal[:1500], synthetic.y_cal[:1500]
+    ts_dec = make_calibrator("compose", first="ts", second="dec", second__n_steps=40)
+    long = ts_dec.set_params(second__n_iterations=5).fit(x, y)
+    for k in (1, 2, 4):
+        short = make_calibrator("compose", first="ts", second="dec", second__n_steps=40)
+        short.set_params(second__n_iterations=k).fit(x, y)
+        cut = long.truncated("second__n_iterations", k)
+        assert cut.get_params()["second__n_iterations"] == k
+        # Equal up to the last bits that threaded torch reductions vary between any two fits.
+        np.testing.assert_allclose(cut.predict_proba(x), short.predict_proba(x), rtol=1e-10)
+    assert long.predict_proba(x).shape == (1500, 3)  # the long model is left as it was
+    assert len(long.second_.partitions_) == 5
+
+    grid = {"second__n_iterations": [1, 2, 5]}
+    fits = []
+    original_fit = DecisionCalibrator.fit
+    monkeypatch.setattr(
+        DecisionCalibrator,
+        "fit",
+        lambda self, *a: fits.append(self.n_iterations) or original_fit(self, *a),
+    )
+    fast, chosen = select_and_fit(ts_dec, grid, x, y, inner_folds=3, seed=0)
+    assert fits[:3] == [5, 5, 5]  # one fit per inner fold, at the largest value
+    monkeypatch.setattr(DecisionCalibrator, "prefix_params", ())
+    plain, chosen_plain = select_and_fit(ts_dec, grid, x, y, inner_folds=3, seed=0)
+    assert chosen == chosen_plain
+    np.testing.assert_allclose(fast.predict_proba(x), plain.predict_proba(x), rtol=1e-10)
+
+
 @pytest.mark.parametrize("name", ["iop_full", "iop_diag"])
 def test_order_preserving_maps_keep_the_order_of_every_row(name, rng):
     z = rng.normal(size=(400, 5)) * 3

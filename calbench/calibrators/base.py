@@ -36,6 +36,21 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         ``step__param``)."""
         return [name] if name in self.run_inputs else []
 
+    #: Parameters along which the fit at a smaller value is the first part of the fit at a
+    #: larger one (DEC's ``n_iterations``: the same seeded partitions, fewer of them). Inner
+    #: CV over such a parameter fits once, at the grid's largest value, and scores every
+    #: smaller one from `truncated`: the same numbers, a fraction of the work.
+    prefix_params: tuple[str, ...] = ()
+
+    def prefix_keys(self) -> list[str]:
+        """`prefix_params` as parameter keys (nested steps' included, as ``step__param``)."""
+        return list(self.prefix_params)
+
+    def truncated(self, key: str, value) -> Calibrator:
+        """This fitted model as fitted with ``key=value`` (a smaller value of one of its
+        `prefix_keys`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no prefix parameters")
+
     def validate_params(self) -> None:
         """Check every parameter against its constraint (`calbench.calibrators.constraints`):
         one error naming the parameter, what it may be and what it got."""

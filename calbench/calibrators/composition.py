@@ -9,6 +9,8 @@ reachable the scikit-learn way, e.g. ``second__n_neighbors`` in a grid.
 
 from __future__ import annotations
 
+import copy
+
 from sklearn.base import clone
 
 from calbench.calibrators.base import Calibrator
@@ -20,14 +22,27 @@ class Composition(Calibrator):
         self.first = first
         self.second = second
 
-    def run_input_keys(self, name: str) -> list[str]:
-        """Each step's run inputs, reached as ``first__param`` / ``second__param``."""
+    def _step_keys(self, keys_of) -> list[str]:
         return [
             f"{step}__{key}"
             for step in ("first", "second")
             if getattr(self, step) is not None
-            for key in getattr(self, step).run_input_keys(name)
+            for key in keys_of(getattr(self, step))
         ]
+
+    def run_input_keys(self, name: str) -> list[str]:
+        """Each step's run inputs, reached as ``first__param`` / ``second__param``."""
+        return self._step_keys(lambda step: step.run_input_keys(name))
+
+    def prefix_keys(self) -> list[str]:
+        return self._step_keys(lambda step: step.prefix_keys())
+
+    def truncated(self, key: str, value) -> Composition:
+        step, _, inner = key.partition("__")
+        model = copy.copy(self)
+        setattr(model, step, clone(getattr(self, step)).set_params(**{inner: value}))
+        setattr(model, f"{step}_", getattr(self, f"{step}_").truncated(inner, value))
+        return model
 
     def _fit(self, logits, y):
         self.first_ = clone(self.first).fit(logits, y)

@@ -14,6 +14,8 @@ update is zero: every part of the partition is corrected on average.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
@@ -22,6 +24,38 @@ from calbench.calibrators.neighbourhood import CROPPINGS, crop, default_epsilon
 from calbench.device import resolve_device
 from calbench.errors import check_choice
 from calbench.simplex import softmax
+
+
+def violation_gradient(scores, probs, residual):
+    r"""The gradient in the partition's boundary V of the violation
+    :math:`\sum_a \|\frac1n W_a^\top R\|_2`, :math:`W = \mathrm{softmax}(S)`,
+    :math:`S = P V^\top` (+ noise), by hand: the search's 300 steps per partition cost a
+    fraction of what autograd's graph costs on a 2-core CPU (tested against autograd)."""
+    n = len(probs)
+    weights = torch.softmax(scores, dim=1)
+    violation = weights.T @ residual / n  # (decisions, classes)
+    norms = violation.norm(dim=1, keepdim=True)
+    d_weights = residual @ (violation / norms).T / n  # d violation / d W
+    d_scores = weights * (d_weights - (weights * d_weights).sum(dim=1, keepdim=True))
+    return d_scores.T @ probs
+
+
+class _Adam:
+    """torch.optim.Adam's update (defaults betas, eps; no weight decay) on one tensor, from
+    a given gradient: the search needs no autograd graph."""
+
+    def __init__(self, param, lr, betas=(0.9, 0.999), eps=1e-8):
+        self.param, self.lr, self.betas, self.eps, self.t = param, lr, betas, eps, 0
+        self.m, self.v = torch.zeros_like(param), torch.zeros_like(param)
+
+    def step(self, grad):
+        beta1, beta2 = self.betas
+        self.t += 1
+        self.m.mul_(beta1).add_(grad, alpha=1 - beta1)
+        self.v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        bias1, bias2 = 1 - beta1**self.t, 1 - beta2**self.t
+        denom = (self.v.sqrt() / np.sqrt(bias2)).add_(self.eps)
+        self.param.addcdiv_(self.m, denom, value=-self.lr / bias1)
 
 
 class DecisionCalibrator(Calibrator):
@@ -48,6 +82,7 @@ class DecisionCalibrator(Calibrator):
     """
 
     run_inputs = ("device",)
+    prefix_params = ("n_iterations",)
 
     input_kind = "probabilities"
 
@@ -87,21 +122,14 @@ class DecisionCalibrator(Calibrator):
         current = probs.clone()
         for _ in range(n_iterations):
             boundary = (
-                (torch.randn(n_decisions, k, generator=gen, dtype=torch.float64) / np.sqrt(k))
-                .to(device)
-                .requires_grad_(True)
-            )
-            optimiser = torch.optim.Adam([boundary], lr=self.learning_rate)
+                torch.randn(n_decisions, k, generator=gen, dtype=torch.float64) / np.sqrt(k)
+            ).to(device)
             residual = labels - current
+            adam = _Adam(boundary, self.learning_rate)
             for _ in range(steps):
-                optimiser.zero_grad()
-                scores = current @ boundary.T
-                noise = torch.randn(scores.shape, generator=gen, dtype=torch.float64)
-                scores = scores + self.noise * noise.to(device)
-                weights = torch.softmax(scores, dim=1)
-                violation = (weights.T @ residual / n).norm(dim=1).sum()
-                (-violation).backward()
-                optimiser.step()
+                noise = torch.randn((n, n_decisions), generator=gen, dtype=torch.float64)
+                scores = current @ boundary.T + self.noise * noise.to(device)
+                adam.step(-violation_gradient(scores, current, residual))
             with torch.no_grad():
                 weights = torch.softmax(current @ boundary.T, dim=1)
                 adjustment = torch.linalg.lstsq(weights, residual).solution
@@ -109,6 +137,17 @@ class DecisionCalibrator(Calibrator):
             self.partitions_.append(boundary.detach().cpu().numpy().copy())
             self.adjustments_.append(adjustment.cpu().numpy().copy())
         self.epsilon_ = default_epsilon(k) if self.epsilon is None else float(self.epsilon)
+
+    def truncated(self, key: str, value) -> DecisionCalibrator:
+        """The first ``value`` corrections: what a fit with ``n_iterations=value`` gives
+        (the partitions are searched in turn from one seeded generator)."""
+        if key != "n_iterations" or not 1 <= int(value) <= len(self.partitions_):
+            raise ValueError(f"cannot truncate to {key}={value!r}")
+        model = copy.copy(self)
+        model.n_iterations = int(value)
+        model.partitions_ = self.partitions_[: int(value)]
+        model.adjustments_ = self.adjustments_[: int(value)]
+        return model
 
     def adjusted(self, probs: np.ndarray, n_iterations: int | None = None) -> np.ndarray:
         """Predictions after the first ``n_iterations`` corrections, before cropping."""

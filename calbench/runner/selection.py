@@ -77,13 +77,20 @@ def select_and_fit(
     runners = [
         clone(calibrator).set_params(**({"warm_start": True} if warm else {})) for _ in splits
     ]
+    prefix = _prefix_key(calibrator, grid)
+    if prefix is not None:  # one fit per inner fold, at the largest value
+        longest = {prefix: max(point[prefix] for point in points)}
+        runners = [clone(calibrator).set_params(**longest).fit(logits[f], y[f]) for f, _ in splits]
     best = (np.inf, None, None)
     for params in points:
         out_of_fold = np.empty((len(y), n_classes))
         models = []
         for runner, (fit_idx, held_idx) in zip(runners, splits, strict=True):
-            model = runner if warm else clone(calibrator)
-            model.set_params(**params).fit(logits[fit_idx], y[fit_idx])
+            if prefix is not None:
+                model = runner.truncated(prefix, params[prefix])
+            else:
+                model = runner if warm else clone(calibrator)
+                model.set_params(**params).fit(logits[fit_idx], y[fit_idx])
             out_of_fold[held_idx] = model.predict_proba(logits[held_idx])
             models.append(copy.deepcopy(model) if warm else model)
         value = score(out_of_fold, y)
@@ -93,6 +100,13 @@ def select_and_fit(
     if average_inner_models:
         return AveragedCalibrator(members=models).fit(logits, y), params
     return clone(calibrator).set_params(**params).fit(logits, y), params
+
+
+def _prefix_key(calibrator: Calibrator, grid: dict) -> str | None:
+    """The grid's one key, where it is a prefix parameter (`Calibrator.prefix_params`)."""
+    if grid and len(grid) == 1 and next(iter(grid)) in calibrator.prefix_keys():
+        return next(iter(grid))
+    return None
 
 
 def select_on_validation(
