@@ -18,7 +18,7 @@ def test_simplex_geometry():
     np.testing.assert_allclose(to_plane(np.eye(3)), [[0, 0], [1, 0], [0.5, np.sqrt(3) / 2]])
 
 
-def _store(tmp_path, datasets, methods, rng, metrics=("log_loss",)):
+def _store(tmp_path, datasets, methods, rng, metrics=("log_loss",), cell="cells"):
     rows = [
         {
             **store_row(),
@@ -33,7 +33,7 @@ def _store(tmp_path, datasets, methods, rng, metrics=("log_loss",)):
         for metric in metrics
     ]
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    ResultStore(tmp_path).write("cells", frame)
+    ResultStore(tmp_path).write(cell, frame)
 
 
 def test_ece_variance_scatter_from_the_store(tmp_path, rng):
@@ -54,6 +54,10 @@ def test_cd_diagram_from_the_store(tmp_path, rng):
     _store(tmp_path, [f"d{i}" for i in range(8)], ["a", "b", "c", "d"], rng)
     paths = cd_figures("e", tmp_path, ["log_loss"], tmp_path / "figures", ["png"])
     assert len(paths) == 1 and paths[0].stat().st_size > 5_000
+    # A task with one method only (`calbench run` beside a sweep) is left out, not an error.
+    _store(tmp_path / "partial", ["d0"], ["a", "b", "c"], rng)
+    _store(tmp_path / "partial", ["lone"], ["a"], rng, cell="lone")
+    assert cd_figures("e", tmp_path / "partial", ["log_loss"], tmp_path / "f", ["png"]) == []
     with pytest.raises(CalbenchError, match="run `calbench run experiment=nothing` first"):
         cd_figures("nothing", tmp_path, ["log_loss"], tmp_path / "figures", ["png"])
 

@@ -57,6 +57,7 @@ def cd_figures(
             .groupby(["dataset", "classifier", "method"])["value"]  # a task per model
             .mean()
             .unstack("method")
+            .dropna()  # a CD diagram ranks the tasks that every method has results on
         )
         if len(table) < 2 or table.shape[1] < 3:
             continue  # one task or too few methods: no ranking statistics to draw
