@@ -28,7 +28,8 @@ from calbench.runner.predictions import FoldPredictions
 from calbench.runner.store import ResultStore
 from calbench.simplex import map_points
 
-#: Shown in reliability and KS figures where the experiment has them (Valk Fig. 2).
+#: Shown first in reliability and KS figures where the experiment has them (Valk Fig. 2);
+#: the task's other methods fill up to four panels.
 RELIABILITY_METHODS = ("uncal", "ts", "dir", "kernel_dir_h01")
 #: Methods whose panel a simplex map figure draws otherwise (the data and the true map).
 _NOT_A_MAP = ("uncal", "true_map")
@@ -116,7 +117,8 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
 
 def reliability_figures(experiment, task: Task, out_dir, formats, stem) -> list[Path]:
     """Confidence and class-1 reliability diagrams, and KS graphs, of a few methods."""
-    shown = [m for m in RELIABILITY_METHODS if m in task.folds] or list(task.folds)[:4]
+    preferred = [m for m in RELIABILITY_METHODS if m in task.folds]
+    shown = (preferred + [m for m in task.folds if m not in preferred])[:4]
     fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.2), squeeze=False)
     for j, method in enumerate(shown):
         probs, y = task.pooled(method)
