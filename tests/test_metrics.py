@@ -126,9 +126,10 @@ def test_true_confidence_ce_hand_example():
     assert metrics.true_classwise_ce(p, c) == pytest.approx(0.1)
 
 
-def _loss_gap_reference(p, target_rows, n_losses, seed):
+def _loss_gap_reference(p, target_rows, n_losses, seed, n_decisions=2):
     """Zhao et al.'s definition, one loss at a time."""
-    losses = np.random.default_rng(seed).standard_normal((n_losses, p.shape[1], 2))
+    shape = (n_losses, p.shape[1], n_decisions)
+    losses = np.random.default_rng(seed).standard_normal(shape)
     gaps = []
     for L in losses:
         d = (p @ L).argmin(axis=1)
@@ -148,6 +149,10 @@ def test_average_loss_gap_matches_reference_loop(scored, synthetic):
     c = synthetic.true_map(q)
     assert metrics.average_loss_gap(q, true_probs=c, n_losses=70, seed=3) == pytest.approx(
         _loss_gap_reference(q, c, 70, 3), rel=1e-12
+    )
+    # Three decisions take the general running minimum; the reference loop is the same.
+    assert metrics.average_loss_gap(p, y, n_losses=40, n_decisions=3) == pytest.approx(
+        _loss_gap_reference(p, one_hot, 40, 0, n_decisions=3), rel=1e-12
     )
 
 

@@ -46,24 +46,46 @@ def average_loss_gap(
         losses = flat.reshape(n_losses, n_decisions, k).transpose(0, 2, 1)
     else:
         losses = np.random.default_rng(seed).standard_normal((n_losses, k, n_decisions))
-    gaps = []
-    for start in range(0, n_losses, _CHUNK):
-        chunk = losses[start : start + _CHUNK]
-        # Decision-major layout, so the Bayes rule is a running minimum over a few
-        # contiguous (n, chunk) arrays; ties keep the first decision, as argmin does.
-        best_pred = best_true = None
-        for d in range(n_decisions):
-            costs = chunk[:, :, d].T  # (k, chunk)
-            pred = p @ costs
-            true = target @ costs if true_probs is not None else costs[labels]
-            if best_pred is None:
-                best_pred, best_true = pred, true
-            else:
-                better = pred < best_pred
-                best_pred = np.where(better, pred, best_pred)
-                best_true = np.where(better, true, best_true)
-        gaps.append(np.abs(best_pred.mean(axis=0) - best_true.mean(axis=0)))
-    return float(np.concatenate(gaps).mean())
+    labels, target = (None, target) if true_probs is not None else (labels, None)
+    gaps = _two_decision_gaps if n_decisions == 2 else _gaps
+    chunks = [losses[s : s + _CHUNK] for s in range(0, n_losses, _CHUNK)]
+    return float(np.concatenate([gaps(p, c, labels, target) for c in chunks]).mean())
+
+
+def _gaps(p, chunk, labels, target):
+    """The loss gaps of a chunk of losses (chunk, k, decisions), against the label
+    average (``labels``) or the exact expectation under ``target``."""
+    # Decision-major layout, so the Bayes rule is a running minimum over a few
+    # contiguous (n, chunk) arrays; ties keep the first decision, as argmin does.
+    best_pred = best_true = None
+    for d in range(chunk.shape[2]):
+        costs = chunk[:, :, d].T  # (k, chunk)
+        pred = p @ costs
+        true = target @ costs if target is not None else costs[labels]
+        if best_pred is None:
+            best_pred, best_true = pred, true
+        else:
+            better = pred < best_pred
+            best_pred = np.where(better, pred, best_pred)
+            best_true = np.where(better, true, best_true)
+    return np.abs(best_pred.mean(axis=0) - best_true.mean(axis=0))
+
+
+def _two_decision_gaps(p, chunk, labels, target):
+    r"""`_gaps` for two decisions in half the passes over the (n, chunk) arrays (Valk's
+    experiments; the metric's cost in a valk_synthetic cell halves). With
+    :math:`s_i = p_i (L_0 - L_1)`, decision 1 is taken where :math:`s_i > 0` (ties keep
+    decision 0), so the mean predicted loss is :math:`\bar p L_0 - \overline{\max(s, 0)}`
+    and the true one :math:`\bar t L_0 - \overline{[s > 0]\, t (L_0 - L_1)}`."""
+    first, delta = chunk[:, :, 0].T, (chunk[:, :, 0] - chunk[:, :, 1]).T  # (k, chunk)
+    switch = p @ delta
+    if target is not None:
+        mean_true, gain = target.mean(axis=0) @ first, target @ delta
+    else:
+        mean_true, gain = first[labels].mean(axis=0), delta[labels]
+    predicted = p.mean(axis=0) @ first - np.maximum(switch, 0.0).mean(axis=0)
+    true = mean_true - np.where(switch > 0, gain, 0.0).mean(axis=0)
+    return np.abs(predicted - true)
 
 
 def _checked_loss(p, loss_matrix, owner):
