@@ -2,9 +2,11 @@
 
 A cell (one resolved configuration: experiment, dataset, method, criterion, loss, shift,
 protocol, metrics, seed) writes all its rows at once to ``store/<hash>.csv`` through a
-temporary file and ``os.replace``, so a reader sees the whole cell or nothing. A cell whose
-file exists is done: an interrupted sweep resumes by skipping it, and concurrent jobs
-(Hydra's joblib launcher) never write the same file twice over or interleave rows.
+temporary file and ``os.replace``, so a reader sees the whole cell or nothing; its
+per-fold predictions go first to ``store/<hash>.npz`` (`calbench.runner.predictions`),
+named by checksum in the rows. A cell whose file exists is done: an interrupted sweep
+resumes by skipping it, and concurrent jobs (Hydra's joblib launcher) never write the same
+file twice over or interleave rows.
 """
 
 from __future__ import annotations
@@ -118,7 +120,10 @@ class ResultStore:
         frames = []
         for header, cells in groups.items():
             text = header + b"\n" + b"".join(body for _, body in cells)
-            part = pd.read_csv(io.BytesIO(text), keep_default_na=False)
+            # A checksum of digits and one "e" would otherwise be read as a number.
+            part = pd.read_csv(
+                io.BytesIO(text), keep_default_na=False, dtype={"predictions_sha256": str}
+            )
             counts = [body.count(b"\n") for _, body in cells]
             part["written"] = np.repeat([f.stat().st_mtime for f, _ in cells], counts)
             settings = [_setting(f.with_suffix(".yaml"), f.stem) for f, _ in cells]
