@@ -33,3 +33,18 @@ def read_group(group: str) -> dict[str, dict]:
 
 def root_config() -> dict:
     return load_yaml(resources.files("calbench.conf").joinpath("config.yaml").read_text())
+
+
+def swept_values(config: dict, key: str) -> list[str]:
+    """The values an experiment config sweeps ``key`` over (``hydra.sweeper.params``)."""
+    params = ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
+    return [v.strip() for v in str(params.get(key, "")).split(",") if v.strip()]
+
+
+def metric_sets() -> dict[str, dict[str, dict]]:
+    """Each metrics config (``conf/metrics``) as output name -> options, Hydra's
+    ``defaults`` list left out."""
+    return {
+        name: {k: v or {} for k, v in config.items() if k != "defaults"}
+        for name, config in read_group("metrics").items()
+    }

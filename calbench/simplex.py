@@ -4,6 +4,8 @@ Logits are the one currency between stages. Data that exist only as probabilitie
 as ``log(clip(p))``, which softmaxes back to ``p``.
 """
 
+import functools
+
 import numpy as np
 
 #: Smallest positive float64; Kull et al. clip zero probabilities to it before the log.
@@ -44,14 +46,22 @@ def simplex_grid(step: float) -> np.ndarray:
 MAP_STEPS = {"background": 1 / 120, "arrows": 1 / 14}
 
 
+@functools.cache
+def _map_grids() -> tuple[np.ndarray, ...]:
+    grids = tuple(simplex_grid(step) for step in MAP_STEPS.values())
+    for grid in grids:
+        grid.setflags(write=False)  # shared by every caller
+    return grids
+
+
 def map_points() -> np.ndarray:
     """The points a simplex map evaluates a calibration map at (its grids, one after the
     other); a 3-class cell stores its map there (`calbench.runner.predictions`), so
     figures never refit. `split_map` names the parts."""
-    return np.vstack([simplex_grid(step) for step in MAP_STEPS.values()])
+    return np.vstack(_map_grids())
 
 
 def split_map(rows: np.ndarray) -> dict[str, np.ndarray]:
     """Rows given at `map_points`, by grid name."""
-    sizes = [len(simplex_grid(step)) for step in MAP_STEPS.values()]
-    return dict(zip(MAP_STEPS, np.split(np.asarray(rows), np.cumsum(sizes)[:-1]), strict=True))
+    ends = np.cumsum([len(grid) for grid in _map_grids()])[:-1]
+    return dict(zip(MAP_STEPS, np.split(np.asarray(rows), ends), strict=True))

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calbench.conf_files import read_group
+from calbench.conf_files import read_group, swept_values
 from calbench.data.fetch import sha256_of
 
 
@@ -74,8 +74,7 @@ def experiments_using() -> dict[str, list[str]]:
     swept: dict[str, list[str]] = {}
     parents: dict[str, list[str]] = {}
     for preset, config in read_group("experiment").items():
-        params = (((config.get("hydra") or {}).get("sweeper") or {}).get("params")) or {}
-        names = [d.strip() for d in str(params.get("dataset", "")).split(",") if d.strip()]
+        names = swept_values(config, "dataset")
         for item in config.get("defaults", []):
             if isinstance(item, dict) and "override /dataset" in item:
                 names.append(item["override /dataset"])

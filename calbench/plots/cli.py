@@ -22,7 +22,7 @@ from calbench.plots.output import save_figure  # first: the headless backend  # 
 import matplotlib.pyplot as plt
 from matplotlib.backend_bases import FigureCanvasBase
 
-from calbench.conf_files import read_group
+from calbench.conf_files import read_group, swept_values
 from calbench.errors import CalbenchError
 from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
 from calbench.plots.cd_diagram import cd_diagram
@@ -35,9 +35,7 @@ from calbench.tables.statistics import friedman
 
 def swept_methods(experiment: str) -> list[str]:
     """A preset's swept methods, in its order (the order of its figures' panels)."""
-    config = read_group("experiment").get(experiment) or {}
-    params = ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
-    return [m.strip() for m in str(params.get("method", "")).split(",") if m.strip()]
+    return swept_values(read_group("experiment").get(experiment) or {}, "method")
 
 
 def cd_figures(
@@ -130,13 +128,14 @@ def write_figures(
             "experiments stored."
         )
     paths = []
-    tasks = stored_tasks(store, stored, methods, order=swept_methods(experiment))
-    if len(tasks) > max_tasks:
+    tasks, n_tasks = stored_tasks(
+        store, stored, methods, order=swept_methods(experiment), limit=max_tasks
+    )
+    if n_tasks > max_tasks:
         print(
-            f"per-task figures for the first {max_tasks} of {len(tasks)} tasks "
-            "(--max-tasks raises it)"
+            f"per-task figures for the first {max_tasks} of {n_tasks} tasks (--max-tasks raises it)"
         )
-    paths += task_figures(store, experiment, tasks[:max_tasks], out_dir, formats)
+    paths += task_figures(store, experiment, tasks, out_dir, formats)
     if stored["dataset"].nunique() > 1:
         # Kull Fig. 3a: the CD diagram of p-cw-ECE wherever that test was recorded.
         shown = list(metrics) + [m for m in ("p_cw_ece",) if m in set(stored["metric"])]

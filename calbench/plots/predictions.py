@@ -19,7 +19,6 @@ import pandas as pd
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from calbench.conf_files import load_yaml
 from calbench.plots.ks import ks_curves
 from calbench.plots.reliability import reliability_diagram
 from calbench.plots.simplex import calibration_data, calibration_map, colour_key
@@ -54,8 +53,11 @@ class Task:
         return np.vstack([f.probs for f in folds]), np.concatenate([f.y for f in folds])
 
 
-def stored_tasks(store: ResultStore, rows: pd.DataFrame, methods=None, order=()) -> list[Task]:
-    """The tasks of ``rows`` (one experiment's latest cells) with their predictions; cells
+def stored_tasks(
+    store: ResultStore, rows: pd.DataFrame, methods=None, order=(), limit=None
+) -> tuple[list[Task], int]:
+    """The first ``limit`` tasks of ``rows`` (one experiment's latest cells) with their
+    predictions, and how many tasks there are; only the drawn tasks' files are read. Cells
     stored without predictions are left out. Methods come in ``order``'s order, then as
     stored."""
     cells = rows.drop_duplicates("config_hash")
@@ -64,10 +66,16 @@ def stored_tasks(store: ResultStore, rows: pd.DataFrame, methods=None, order=())
         cells = cells[cells["method"].isin(methods)]
     rank = {m: i for i, m in enumerate(order)}
     cells = cells.assign(rank=cells["method"].map(lambda m: rank.get(m, len(rank))))
-    tasks = []
     groups = list(cells.sort_values(["rank"], kind="stable").groupby(["dataset", "classifier"]))
-    progress = tqdm(total=len(cells), desc="reading stored predictions", unit="cell", leave=False)
-    for (dataset, classifier), group in groups:
+    drawn = groups[:limit]
+    progress = tqdm(
+        total=sum(len(g) for _, g in drawn),
+        desc="reading stored predictions",
+        unit="cell",
+        leave=False,
+    )
+    tasks = []
+    for (dataset, classifier), group in drawn:
         folds = {}
         for cell in group.itertuples():
             # A sweep over criteria or losses has several cells per method: the first drawn.
@@ -76,7 +84,7 @@ def stored_tasks(store: ResultStore, rows: pd.DataFrame, methods=None, order=())
             progress.update()
         tasks.append(Task(dataset, classifier, folds, group["config_hash"].iat[0]))
     progress.close()
-    return tasks
+    return tasks, len(groups)
 
 
 def _file_stem(experiment: str, task: Task, several: bool) -> str:
@@ -87,7 +95,7 @@ def _file_stem(experiment: str, task: Task, several: bool) -> str:
 
 def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> list[Path]:
     """Valk Fig. 5: the calibration data, the true map where known, each method's map."""
-    config = load_yaml((store.root / f"{task.config_hash}.yaml").read_text())
+    config = store.config(task.config_hash)
     dataset = load_configured_dataset(OmegaConf.create({"dataset": config["dataset"]}))
     panels = [m for m in task.folds if m not in _NOT_A_MAP]
     n = len(panels) + 1 + (dataset.true_map is not None)

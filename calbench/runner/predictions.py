@@ -130,7 +130,9 @@ def write(root: Path, cell_hash: str, folds: list[FoldPredictions], storage="aut
 def read(root: Path, cell_hash: str, sha256: str) -> list[FoldPredictions]:
     """A cell's folds, after checking its file (and each shared array) is the one its rows
     were stored with."""
-    data = _checked(root / f"{cell_hash}.npz", lambda d: hashlib.sha256(d).hexdigest(), sha256)
+    path = root / f"{cell_hash}.npz"
+    data = _existing(path)
+    _check(path, hashlib.sha256(data).hexdigest(), sha256)
     by_fold: dict[int, dict] = {}
     with np.load(io.BytesIO(data)) as stored:
         for key in stored.files:
@@ -140,31 +142,31 @@ def read(root: Path, cell_hash: str, sha256: str) -> list[FoldPredictions]:
                 name, content = name[1:], str(value)
                 value = _shared(root / "arrays" / f"{content}.npz", content)
             if name in _FLOATING:
-                value = value.astype(np.float64)
+                value = value.astype(np.float64, copy=False)
             by_fold.setdefault(int(fold), {})[name] = value
     return [FoldPredictions(fold=fold, **arrays) for fold, arrays in sorted(by_fold.items())]
 
 
 @functools.lru_cache(maxsize=16)  # every method of a fold names the same labels and scores
 def _shared(path: Path, content: str) -> np.ndarray:
-    def loaded(data):
-        with np.load(io.BytesIO(data)) as stored:
-            return stored["array"]
-
-    array = loaded(_checked(path, lambda d: _content_hash(loaded(d)), content))
+    with np.load(io.BytesIO(_existing(path))) as stored:
+        array = stored["array"]
+    _check(path, _content_hash(array), content)
     array.setflags(write=False)  # one copy serves every cell that names it
     return array
 
 
-def _checked(path: Path, digest, expected: str) -> bytes:
+def _existing(path: Path) -> bytes:
     if not path.is_file():
         raise CalbenchError(
             f"{path} is missing although the cell's rows name it; rerun the cell with force=true."
         )
-    data = path.read_bytes()
-    if digest(data) != expected:
+    return path.read_bytes()
+
+
+def _check(path: Path, digest: str, expected: str) -> None:
+    if digest != expected:
         raise CalbenchError(
             f"{path} does not match the checksum the cell's rows name: it was changed or "
             "replaced after the cell was stored. Rerun the cell with force=true."
         )
-    return data

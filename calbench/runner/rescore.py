@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 from tqdm import tqdm
 
-from calbench.conf_files import load_yaml, read_group
+from calbench.conf_files import metric_sets
 from calbench.errors import CalbenchError, unknown_name
 from calbench.metrics import METRICS
 from calbench.runner.store import COLUMNS, ResultStore
@@ -27,11 +27,11 @@ from calbench.runner.store import COLUMNS, ResultStore
 def metric_options(names: list[str]) -> dict[str, dict]:
     """Output name -> options for each name: as a metrics config defines it (default.yaml
     first, then the others by name), else a registered metric function with no options."""
-    configs = read_group("metrics")
-    ordered = [configs.pop("default", {}), *configs.values()]
+    sets = metric_sets()
+    ordered = [sets.pop("default", {}), *sets.values()]
     defined = {}
-    for config in reversed(ordered):  # default.yaml's definition wins
-        defined.update({k: v or {} for k, v in config.items() if k != "defaults"})
+    for metrics in reversed(ordered):  # default.yaml's definition wins
+        defined.update(metrics)
     options = {}
     for name in names:
         if name in defined:
@@ -44,10 +44,10 @@ def metric_options(names: list[str]) -> dict[str, dict]:
 
 
 def config_metrics(name: str) -> dict[str, dict]:
-    configs = read_group("metrics")
-    if name not in configs:
-        raise unknown_name("metrics config", name, configs)
-    return {k: v or {} for k, v in configs[name].items() if k != "defaults"}
+    sets = metric_sets()
+    if name not in sets:
+        raise unknown_name("metrics config", name, sets)
+    return sets[name]
 
 
 def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int, list[str]]:
@@ -71,9 +71,8 @@ def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int
                 added.append({**template[COLUMNS].to_dict(), "metric": metric, "value": value})
         kept = cell[~cell["metric"].isin(metrics)]
         store.replace_rows(cell_hash, pd.concat([kept[COLUMNS], pd.DataFrame(added)[COLUMNS]]))
-        config_file = store.root / f"{cell_hash}.yaml"
-        if config_file.is_file():
-            config = load_yaml(config_file.read_text()) or {}
+        config = store.config(cell_hash)
+        if config:
             config["rescored"] = {**(config.get("rescored") or {}), **metrics}
             store.write_config(cell_hash, yaml.safe_dump(config, sort_keys=False))
         done += 1

@@ -74,13 +74,14 @@ def select_and_fit(
     # Calibrators that can warm-start walk the grid with one model per inner fold, each
     # fit starting from the previous grid point's solution (the same optimum, fewer steps).
     warm = "warm_start" in calibrator.run_input_keys("warm_start")  # not a step's
-    runners = [
-        clone(calibrator).set_params(**({"warm_start": True} if warm else {})) for _ in splits
-    ]
     prefix = _prefix_key(calibrator, grid)
     if prefix is not None:  # one fit per inner fold, at the largest value
         longest = {prefix: max(point[prefix] for point in points)}
         runners = [clone(calibrator).set_params(**longest).fit(logits[f], y[f]) for f, _ in splits]
+    else:
+        runners = [
+            clone(calibrator).set_params(**({"warm_start": True} if warm else {})) for _ in splits
+        ]
     best = (np.inf, None, None)
     for params in points:
         out_of_fold = np.empty((len(y), n_classes))

@@ -79,8 +79,16 @@ class ResultStore:
         )
         return self.replace_rows(cell_hash, rows.assign(predictions_sha256=sha256))
 
+    def _yaml(self, cell_hash: str) -> Path:
+        return self.root / f"{cell_hash}.yaml"
+
     def write_config(self, cell_hash: str, config_text: str) -> None:
-        atomic_write_text(self.root / f"{cell_hash}.yaml", config_text)
+        atomic_write_text(self._yaml(cell_hash), config_text)
+
+    def config(self, cell_hash: str) -> dict:
+        """A stored cell's resolved config (empty where none was stored beside it)."""
+        path = self._yaml(cell_hash)
+        return (load_yaml(path.read_text()) or {}) if path.is_file() else {}
 
     def replace_rows(self, cell_hash: str, rows: pd.DataFrame) -> Path:
         """Write a cell's rows (all of them, at once; `calbench rescore` adds metrics)."""

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
-from calbench.conf_files import read_group
+from calbench.conf_files import metric_sets, read_group
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
 from calbench.runner.checks import presets
@@ -43,11 +43,11 @@ def table_specs() -> dict[str, dict]:
 
 def metric_direction():
     """higher_is_better for stored metric names, resolving the aliases of every metric set."""
-    aliases = {}
-    for metrics in read_group("metrics").values():
-        for name, opts in metrics.items():
-            if isinstance(opts, dict):  # skip Hydra's `defaults` list
-                aliases[name] = opts.get("fn", name)
+    aliases = {
+        name: opts.get("fn", name)
+        for metrics in metric_sets().values()
+        for name, opts in metrics.items()
+    }
 
     def direction(name: str) -> bool:
         if curve_eps(name) is not None:
