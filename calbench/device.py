@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 import warnings
 
-import torch
-
 from calbench.errors import CalbenchError
+from calbench.lazy import LazyModule
+
+torch = LazyModule("torch")
 
 
 @functools.cache

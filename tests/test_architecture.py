@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "calbench"
 
 #: Rooms that everything else builds on: they may import each other (without a cycle) and
@@ -81,7 +83,16 @@ def test_lower_rooms_import_nothing_above_them():
     assert not upward, upward
 
 
-def test_metrics_do_not_import_torch():
-    code = "import sys, calbench.metrics; print('torch' in sys.modules)"
+@pytest.mark.parametrize(
+    "modules",
+    [
+        "calbench.metrics",
+        # A run, the tables and the figures import torch only when a torch-fitted
+        # calibrator or criterion is used (about 2 s of each command's start-up).
+        "calbench.runner.job, calbench.tables.cli, calbench.plots.cli, calbench.calibrators",
+    ],
+)
+def test_torch_is_imported_only_when_used(modules):
+    code = f"import sys, {modules}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

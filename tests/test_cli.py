@@ -73,15 +73,23 @@ def test_multirun_sweep_and_resume(tmp_path):
     assert rows.groupby(["method", "metric"]).size().eq(1).all()
 
 
-def test_experiment_preset_then_tables(tmp_path):
+def test_preset_sweep_then_tables_report_figures_rescore(tmp_path):
+    """A paper preset end to end: a sweep over part of its methods (iop and dec, the slow
+    fits, are left to the slow full-size reproduction), its table naming what is missing,
+    the report, figures drawn from the stored predictions, and rescoring them."""
     out = calbench(
-        "run", "experiment=valk_synthetic", "dataset.n_test=5000", f"results_dir={tmp_path}"
+        "run",
+        "-m",
+        "experiment=valk_synthetic",
+        "method=uncal,ts,dir,knn_euc_k512,kernel_dir_h01,true_map",
+        SMALL,
+        f"results_dir={tmp_path}",
     )
     assert out.returncode == 0, out.stderr
     out = calbench("tables", "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     md = (tmp_path / "tables" / "valk_synthetic_table1.md").read_text()
-    assert "|  | uncal | TS | DIR | IOP | DEC | forest | KNN | kernel | cal |" in md
+    assert "|  | uncal | TS | DIR | KNN | kernel | cal |" in md
     for row in (
         "confidence CE",
         "classwise CE",
@@ -92,12 +100,22 @@ def test_experiment_preset_then_tables(tmp_path):
         "average rank",
     ):
         assert f"| {row} |" in md
+    assert "Not yet in the store: method iop_full, method dec, method forest_t100_b32." in md
     assert (tmp_path / "tables" / "valk_synthetic_table1.tex").is_file()
     out = calbench("report", "valk_synthetic", "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     report = (tmp_path / "reports" / "valk_synthetic.md").read_text()
     assert "# Experiment `valk_synthetic`" in report and "| average rank |" in report
     assert "calbench figures --experiment valk_synthetic" in report  # none drawn yet
+
+    out = calbench("figures", "--results-dir", str(tmp_path), "--formats", "png")
+    assert out.returncode == 0, out.stderr
+    for name in ("simplex_maps", "reliability", "ks_curves"):
+        path = tmp_path / "figures" / f"valk_synthetic_{name}.png"
+        assert path.is_file() and path.stat().st_size > 20_000
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = calbench("rescore", "--results-dir", str(tmp_path), "--metrics", "kde_ece")
+    assert out.returncode == 0 and "rescored 6 cell(s) with kde_ece" in out.stdout, out.stderr
 
 
 def test_tables_without_results_says_what_to_run(tmp_path):

@@ -1,9 +1,6 @@
 """Stored per-fold predictions: they reproduce the stored rows, are checked, and feed
 `calbench rescore` and the figures without a refit."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -128,33 +125,3 @@ def test_rescore_adds_a_metric_from_stored_predictions_without_refitting(tmp_pat
     }
     with pytest.raises(CalbenchError, match="Unknown metric 'smece'"):
         metric_options(["smece"])
-
-
-def _calbench(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "calbench.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-    )
-
-
-def test_figures_read_the_sweeps_stored_predictions(tmp_path):
-    out = _calbench(
-        "run",
-        "-m",
-        "experiment=valk_synthetic",
-        "method=ts,dir,kernel_dir_h01",
-        "dataset.n_test=2000",
-        f"results_dir={tmp_path}",
-    )
-    assert out.returncode == 0, out.stderr
-    out = _calbench("figures", "--results-dir", str(tmp_path), "--formats", "png")
-    assert out.returncode == 0, out.stderr
-    for name in ("simplex_maps", "reliability", "ks_curves"):
-        path = tmp_path / "figures" / f"valk_synthetic_{name}.png"
-        assert path.is_file() and path.stat().st_size > 20_000
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    out = _calbench("rescore", "--results-dir", str(tmp_path), "--metrics", "kde_ece")
-    assert out.returncode == 0 and "rescored 3 cell(s) with kde_ece" in out.stdout, out.stderr

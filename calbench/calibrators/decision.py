@@ -17,13 +17,15 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-import torch
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.neighbourhood import CROPPINGS, crop, default_epsilon
 from calbench.device import resolve_device
 from calbench.errors import check_choice
+from calbench.lazy import LazyModule
 from calbench.simplex import softmax
+
+torch = LazyModule("torch")
 
 
 def violation_gradient(scores, probs, residual):

@@ -20,12 +20,14 @@ Both are fitted on the log-loss by full-batch L-BFGS in float64 (torch), from a 
 from __future__ import annotations
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from calbench.calibrators.base import Calibrator
 from calbench.device import resolve_device
 from calbench.errors import check_choice, check_int
+from calbench.lazy import LazyModule
+
+torch = LazyModule("torch")
+F = LazyModule("torch.nn.functional")
 
 
 def _layer(gen, n_in, n_out):

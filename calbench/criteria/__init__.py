@@ -10,11 +10,13 @@ Registered by name once.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from calbench.criteria import decision
 from calbench.device import resolve_device
 from calbench.errors import CalbenchError, unknown_name
+from calbench.lazy import LazyModule
+
+torch = LazyModule("torch")
 
 _EXP_FLOOR = -700.0
 

@@ -18,9 +18,11 @@ over the calibration samples (Ho writes sums; the minimiser is the same).
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from calbench.errors import CalbenchError
+from calbench.lazy import LazyModule
+
+torch = LazyModule("torch")
 
 
 def _soft_min(x: torch.Tensor, beta: float | None) -> torch.Tensor:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 from sklearn.model_selection import train_test_split
 
 from calbench.atomic import atomic_save_npz
@@ -25,6 +24,9 @@ from calbench.data.fetch import record_checksum, recorded_checksums, sha256_of
 from calbench.data.tabular import load_keel
 from calbench.errors import CalbenchError, check_int
 from calbench.hashing import config_hash
+from calbench.lazy import LazyModule
+
+torch = LazyModule("torch")
 
 
 def _train_logits(x_train, y_train, x_eval, n_classes, hidden, epochs, seed):

@@ -7,10 +7,9 @@ import argparse
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
-from calbench.conf_files import metric_sets, read_group
+from calbench.conf_files import group_files, metric_sets, read_group
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
-from calbench.runner.checks import presets
 from calbench.runner.decision_task import curve_eps
 from calbench.runner.store import ResultStore, superseded_cells
 from calbench.tables.curves import curve_frame
@@ -80,7 +79,7 @@ def write_tables(
         name = experiment or "valk_synthetic"
         hint = (
             f"run `calbench run experiment={name}` first"
-            if name in presets()
+            if name in group_files("experiment")
             else f"{name} is no preset; runs without experiment=... are stored as `default`"
         )
         raise CalbenchError(
