@@ -117,6 +117,62 @@ def test_odir_minimises_kull_objective(rng, name):
     np.testing.assert_allclose(ours.predict_proba(z), softmax(x @ w.T + b), atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("name", "lam", "mu"),
+    [
+        ("dir_odir", lambda n, k: (k * (k - 1)) ** 2 / (2 * n), lambda n, k: k**2 / (2 * n)),
+        ("ms_odir", lambda n, k: (k * (k - 1)) ** 2 / (2 * n), lambda n, k: k**2 / (2 * n)),
+        ("dir_l2", lambda n, k: k / (2 * n), lambda n, k: 0.0),
+    ],
+)
+def test_default_strengths_are_the_documented_rule(rng, name, lam, mu):
+    z, y = overconfident_logits(rng, 600, 4)
+    ours = make_calibrator(name).fit(z, y)
+    assert ours.reg_lambda_ == pytest.approx(lam(600, 4)) and ours.reg_mu_ == mu(600, 4)
+    given = make_calibrator(name, reg_lambda=lam(600, 4), reg_mu=mu(600, 4)).fit(z, y)
+    np.testing.assert_allclose(ours.predict_proba(z), given.predict_proba(z), atol=1e-12)
+
+
+def _many_classes(rng, n, k):
+    """Over-confident logits (temperature 2.5) with more matrix weights than samples."""
+    u = rng.normal(size=(n, k))
+    u[np.arange(n), rng.integers(0, k, n)] += np.log(k) + 1.5
+    y = np.array([rng.choice(k, p=p) for p in softmax(u)])
+    return 2.5 * u, y
+
+
+def test_default_matrix_scaling_is_sensible_where_unpenalised_is_not(rng):
+    # 40 classes, 600 fitting samples: 1600 weights. Unpenalised, the fit separates the
+    # data and its test log-loss is far above the uncalibrated one; the default strength
+    # keeps the map near the temperature-scaled one.
+    z, y = _many_classes(rng, 1200, 40)
+    fit, test = slice(0, 600), slice(600, None)
+
+    def test_loss(model):
+        probs = np.clip(model.fit(z[fit], y[fit]).predict_proba(z[test]), 1e-300, 1)
+        return _nll(probs, y[test])
+
+    uncalibrated = _nll(softmax(z[test]), y[test])
+    ts = test_loss(make_calibrator("ts"))
+    assert test_loss(make_calibrator("ms_odir", reg_lambda=0.0, reg_mu=0.0, max_iter=300)) > (
+        uncalibrated + 1.0
+    )
+    assert test_loss(make_calibrator("ms_odir")) < min(uncalibrated, ts + 0.15)
+
+
+def test_float32_products_of_large_matrix_fits_move_no_printed_digit(rng, monkeypatch):
+    from calbench.calibrators import parametric
+
+    z, y = _many_classes(rng, 1500, 40)
+    exact = make_calibrator("ms_odir").fit(z[:1000], y[:1000])
+    monkeypatch.setattr(parametric, "_FLOAT32_PRODUCTS", 0)
+    lowered = make_calibrator("ms_odir").fit(z[:1000], y[:1000])
+    assert lowered._fitting_features(z).dtype == np.float32
+    a, b = exact.predict_proba(z[1000:]), lowered.predict_proba(z[1000:])
+    np.testing.assert_allclose(a, b, atol=1e-4)
+    assert abs(_nll(a, y[1000:]) - _nll(b, y[1000:])) < 5e-5
+
+
 def _ref_row_objective(raw, x, y, k, lam):
     """Kull et al.'s dirichlet_python at 6c750d9 (ref_row=True): every row of the free
     [W | b] minus the last one, lambda times the sum of their squares, no 1/k."""

@@ -47,6 +47,19 @@ class Flag:
         return "true or false"
 
 
+@dataclass(frozen=True)
+class AutoOr:
+    """The string ``"auto"`` (the calibrator chooses the value from the data) or ``rule``."""
+
+    rule: Number
+
+    def accepts(self, value) -> bool:
+        return value == "auto" or self.rule.accepts(value)
+
+    def describe(self) -> str:
+        return f'"auto" or {self.rule.describe()}'
+
+
 NON_NEGATIVE = Number(0.0)
 POSITIVE = Number(0.0, strict=True)
 COUNT = Number(1, integer=True)
