@@ -421,5 +421,5 @@ def test_run_inputs_are_declared_and_are_parameters(name):
 def test_a_composition_hands_run_inputs_to_its_steps():
     chain = make_calibrator("compose", first="ts", second="dec")
     assert chain.run_input_keys("criterion") == ["first__criterion"]
-    assert chain.run_input_keys("device") == ["second__device"]
+    assert chain.run_input_keys("device") == ["first__device", "second__device"]
     assert chain.run_input_keys("warm_start") == ["first__warm_start"]

@@ -46,3 +46,32 @@ def test_a_cell_gives_the_same_numbers_and_hash_on_every_device(overrides):
         warnings.simplefilter("ignore", RuntimeWarning)
         b = run_cell(other).set_index("metric")["value"]
     np.testing.assert_allclose(b.to_numpy(), a.to_numpy(), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("ts", {}),
+        ("bcts", {}),
+        ("vs", {}),
+        ("ms_odir", {"solver": "lbfgs", "reg_lambda": 1.0, "reg_mu": 0.1}),
+        ("dir_odir", {"solver": "lbfgs"}),
+        ("dir_l2", {"solver": "lbfgs", "reg_lambda": 1e-3}),
+    ],
+)
+def test_scaling_maps_fitted_by_torch_on_a_device_equal_the_numpy_fit(name, params, monkeypatch):
+    """The GPU path of the scaling maps (torch log-loss and autograd, L-BFGS on the CPU),
+    run here on the CPU device, reaches the closed-form numpy path's map."""
+    from calbench.calibrators import make_calibrator, parametric
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(800, 5)) * 3
+    y = rng.integers(0, 5, 800)
+    logits[np.arange(800), y] += 2
+    numpy_fit = make_calibrator(name, **params).fit(logits, y)
+    monkeypatch.setattr(parametric, "_accelerator", lambda name: torch.device("cpu"))
+    torch_fit = make_calibrator(name, device="cuda", **params).fit(logits, y)
+    np.testing.assert_allclose(
+        torch_fit.predict_proba(logits), numpy_fit.predict_proba(logits), atol=1e-6
+    )
+    assert torch_fit.loss_ == pytest.approx(numpy_fit.loss_, rel=1e-9)

@@ -21,8 +21,13 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial
 from calbench.criteria import get_criterion
+from calbench.device import resolve_device
 from calbench.errors import CalbenchError, check_choice
+from calbench.lazy import LazyModule
 from calbench.simplex import log_softmax, softmax
+
+torch = LazyModule("torch")
+F = LazyModule("torch.nn.functional")
 
 # Matrix products per iteration (n * k * k) above which BLAS may use every thread.
 _MULTITHREAD_FLOPS = 1e9
@@ -30,6 +35,19 @@ _MULTITHREAD_FLOPS = 1e9
 _FLOAT32_PRODUCTS = 5e9
 # Found once: looking the BLAS libraries up costs milliseconds, more than a small fit.
 _THREADPOOLS = ThreadpoolController()
+
+
+def _exp(a):
+    """exp of a numpy array or a torch tensor (the maps' forward passes serve both)."""
+    return np.exp(a) if isinstance(a, np.ndarray | float) else a.exp()
+
+
+def _accelerator(name):
+    """The torch device for ``name`` where it is a GPU, else None (the numpy path)."""
+    if name is None or name == "cpu":
+        return None
+    device = resolve_device(name)
+    return None if device.type == "cpu" else device
 
 
 def _blas_threads(flops: float):
@@ -46,7 +64,7 @@ class ParametricCalibrator(Calibrator):
     gradients). Learned arrays are stored as attributes with a trailing ``_``.
     """
 
-    run_inputs = ("criterion", "warm_start")
+    run_inputs = ("criterion", "warm_start", "device")
 
     def _features(self, logits: np.ndarray) -> np.ndarray:
         return log_softmax(logits) if self.input_kind == "probabilities" else logits
@@ -84,11 +102,11 @@ class ParametricCalibrator(Calibrator):
             parts = np.split(theta, splits)
             return {n: p.reshape(s) for (n, s), p in zip(shapes.items(), parts, strict=True)}
 
+        data_term = self._data_term(criterion, x, y)
+
         def objective(theta):
             params = unpack(theta)
-            out = self._forward(params, x)
-            value, grad_out = criterion(out, y)
-            grads = self._backward(params, x, out, grad_out)
+            value, grads = data_term(params)
             penalty, penalty_grads = self._penalty(params)
             for name, g in penalty_grads.items():
                 grads[name] = grads[name] + g
@@ -139,6 +157,38 @@ class ParametricCalibrator(Calibrator):
         self.n_iter_ = int(result.nit)
         self.loss_ = float(result.fun)
 
+    def _data_term(self, criterion, x, y):
+        """``params -> (criterion value, its gradient per parameter)`` on the fitting data:
+        numpy with the closed-form chain rule, or, for the log-loss with ``device`` a GPU,
+        torch there (the products and the softmax on the GPU; L-BFGS, the penalty and the
+        returned numbers float64 on the CPU)."""
+        device = _accelerator(getattr(self, "device", None))
+        if device is not None and self.criterion == "nll":
+            features = torch.from_numpy(np.ascontiguousarray(x)).to(device)
+            labels = torch.from_numpy(np.asarray(y, dtype=np.int64)).to(device)
+
+            def on_device(params):
+                tensors = {
+                    name: torch.from_numpy(np.asarray(value, dtype=np.float64))
+                    .to(device, features.dtype)
+                    .requires_grad_(True)
+                    for name, value in params.items()
+                }
+                out = self._forward(tensors, features).double()
+                loss = F.cross_entropy(out, labels)
+                loss.backward()
+                grads = {n: t.grad.double().cpu().numpy() for n, t in tensors.items()}
+                return float(loss.detach()), grads
+
+            return on_device
+
+        def on_cpu(params):
+            out = self._forward(params, x)
+            value, grad_out = criterion(out, y)
+            return value, self._backward(params, x, out, grad_out)
+
+        return on_cpu
+
     def _predict_proba(self, logits):
         params = {
             name: np.asarray(getattr(self, name)) for name in self._initial_params(self.n_classes_)
@@ -153,20 +203,25 @@ class TemperatureScaling(ParametricCalibrator):
     map, L-BFGS-B stops after ``max_iter`` iterations, or when the largest gradient entry is
     below ``tol``, or when the objective's relative decrease falls below ``tol * 1e-4``
     (``tol * 1e-2`` for the piecewise decision criteria). ``warm_start=True`` starts a
-    refit from the previous solution (inner CV walks a grid so).
+    refit from the previous solution (inner CV walks a grid so). ``device="cuda"`` (or
+    ``auto``, ``cuda:N``) computes the log-loss and its gradient with torch on that GPU,
+    where the products of large maps belong; results come back float64 and equal the CPU
+    fit's to the optimiser's tolerance. Without a GPU it falls back to the CPU path with
+    one warning (`calbench.device`); other criteria choose their own device.
     """
 
-    def __init__(self, criterion="nll", max_iter=1000, tol=1e-6, warm_start=False):
+    def __init__(self, criterion="nll", max_iter=1000, tol=1e-6, warm_start=False, device="cpu"):
         self.criterion = criterion
         self.max_iter = max_iter
         self.tol = tol
         self.warm_start = warm_start
+        self.device = device
 
     def _initial_params(self, n_classes):
         return {"log_temperature_": np.zeros(())}
 
     def _forward(self, params, x):
-        return x * np.exp(-params["log_temperature_"])
+        return x * _exp(-params["log_temperature_"])
 
     def _backward(self, params, x, out, grad_out):
         return {"log_temperature_": -(grad_out * out).sum()}
@@ -183,7 +238,7 @@ class BiasCorrectedTemperatureScaling(TemperatureScaling):
         return {"log_temperature_": np.zeros(()), "intercept_": np.zeros(n_classes)}
 
     def _forward(self, params, x):
-        return x * np.exp(-params["log_temperature_"]) + params["intercept_"]
+        return x * _exp(-params["log_temperature_"]) + params["intercept_"]
 
     def _backward(self, params, x, out, grad_out):
         scaled = out - params["intercept_"]
@@ -259,6 +314,9 @@ class MatrixScaling(ParametricCalibrator):
         "auto": Newton's method (`calbench.calibrators.newton`) for the log-loss with at
         most 36 classes, where the Hessian is small and L-BFGS can stall on badly scaled
         inputs; L-BFGS otherwise.
+    device : str
+        Where L-BFGS fits compute the log-loss and its gradient, as for
+        `TemperatureScaling`; Newton fits (at most 36 classes) stay on the CPU.
     """
 
     def __init__(
@@ -273,7 +331,9 @@ class MatrixScaling(ParametricCalibrator):
         solver="auto",
         penalise_intercept=False,
         reference_class=False,
+        device="cpu",
     ):
+        self.device = device
         self.regularization = regularization
         self.reference_class = reference_class
         self.reg_lambda = reg_lambda
