@@ -44,11 +44,13 @@ def _run(argv: list[str]) -> None:
         from hydra.core.hydra_config import HydraConfig
 
         from calbench.runner.checks import check_experiment_choice, check_run_config
+        from calbench.runner.spec import CellSpec
 
         try:
             check_experiment_choice(HydraConfig.get().runtime.choices.get("experiment"))
-            check_run_config(cfg)
-            run_job(cfg)
+            spec = CellSpec.of(cfg)
+            check_run_config(spec)
+            run_job(spec)
         except CalbenchError as exc:
             # SystemExit passes through Hydra's error reporting: one line, no traceback.
             fail(str(exc))

@@ -96,3 +96,13 @@ def test_torch_is_imported_only_when_used(modules):
     code = f"import sys, {modules}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_runner_resolves_the_config_in_one_place():
+    """`calbench.runner.spec.CellSpec.of` turns the Hydra config into plain records; the
+    rest of the runner reads those."""
+    calls = {
+        path.name: path.read_text().count("OmegaConf.to_container")
+        for path in (PACKAGE / "runner").glob("*.py")
+    }
+    assert {name: n for name, n in calls.items() if n} == {"spec.py": 1}

@@ -25,7 +25,7 @@ from tests.test_runner import config
             "'n_neighbors' parameter of KNNCalibrator must be an int >= 1. Got 'abc'",
         ),
         (["method=knn_kl", "method.grid.n_neighbors=[10.7]"], "must be an int >= 1. Got 10.7"),
-        (["method=dir_odir", "method.grid.reg_lambda=[-1.0]"], "must be a number >= 0"),
+        (["method=dir_odir", "method.grid.reg_lambda=[-1.0]"], "must be \"auto\" or a number >= 0"),
         (["method=dir_odir", "+method.params.reg_mu=-2"], "'reg_mu' parameter"),
         (
             ["method=knn_kl", "+method.params.n_neighbors=64"],
@@ -77,11 +77,11 @@ def test_ctrl_c_after_the_first_cell_prints_one_line_and_exits_130(tmp_path, mon
     real = job.run_job
     calls = []
 
-    def interrupted_after_one(cfg):
-        calls.append(cfg.method.name)
+    def interrupted_after_one(spec):
+        calls.append(spec.method["name"])
         if len(calls) > 1:
             raise KeyboardInterrupt
-        return real(cfg)
+        return real(spec)
 
     monkeypatch.setattr(job, "run_job", interrupted_after_one)
     monkeypatch.chdir(tmp_path)

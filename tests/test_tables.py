@@ -283,7 +283,7 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
 
 
 def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
-    from calbench.runner.decision_task import curve_metric
+    from calbench.decision.family import curve_metric
     from calbench.runner.store import ResultStore
     from calbench.tables.cli import table_specs, write_tables
 
@@ -388,7 +388,7 @@ def test_mean_std_layout_counts_each_fold_once():
 
 
 def test_a_curve_point_stored_twice_is_taken_from_the_newest_cell():
-    from calbench.runner.decision_task import curve_metric
+    from calbench.decision.family import curve_metric
     from calbench.tables.curves import curve_frame
 
     spec = {"name": "t", "experiment": "e", "panels": {"TS": ["ts/nll"]}}

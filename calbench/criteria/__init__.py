@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.criteria import decision
+from calbench.criteria.decision import TRAINED_PER_EPS, decision_criterion  # noqa: F401
 from calbench.device import resolve_device
 from calbench.errors import CalbenchError, unknown_name
 from calbench.lazy import LazyModule

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calbench.decision.family import LossFamily, between, configured_loss
 from calbench.errors import CalbenchError
 from calbench.lazy import LazyModule
 
@@ -123,3 +124,31 @@ def check_family(l0, l1, where: str) -> tuple[np.ndarray, np.ndarray]:
             "assumes non-negative losses (add a constant to each row: decisions stay the same)."
         )
     return l0, l1
+
+
+#: Criteria trained knowing the eps of a loss family (Ho 4.4): a risk curve refits them
+#: at each eps it reports, where other maps are fitted once and scored along the curve.
+TRAINED_PER_EPS = ("direct",)
+
+
+def decision_criterion(
+    name: str, options: dict, training_loss, family: LossFamily | None, n_classes: int
+) -> dict:
+    """The spec of a decision criterion for one fit (`calbench.criteria.get_criterion`).
+
+    ``direct`` is trained on ``training_loss`` (the run's loss, at the fit's eps in a
+    family). ``integral`` is trained on a family: the one between its own ``eps0`` /
+    ``eps1`` loss configs, else the run's loss family or prior shift ``family``.
+    """
+    if name == "direct":
+        return {"name": name, "loss_matrix": np.asarray(training_loss).tolist(), **options}
+    ends = [options.get(k) for k in ("eps0", "eps1")]
+    if all(end is not None for end in ends):
+        family = between(*(configured_loss(end, n_classes)[0] for end in ends))
+    elif family is None:
+        raise CalbenchError(
+            "criterion integral needs a loss family: run it with a family loss (e.g. "
+            "loss=reject_cost_family) or a shift (shift=lt_k1), or give criterion.eps0 and "
+            "criterion.eps1 as loss configs."
+        )
+    return {"name": name, "l0": family.l0.tolist(), "l1": family.l1.tolist()}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calbench.decision.losses import convex_loss
+from calbench.decision.losses import convex_loss, make_loss
 from calbench.decision.risk import empirical_risk
 from calbench.errors import CalbenchError
 
@@ -53,3 +53,30 @@ def prior_shift_family(loss, train_prior, target_prior) -> LossFamily:
     loss = np.asarray(loss, dtype=np.float64)
     ratio = np.asarray(target_prior, dtype=np.float64) / np.asarray(train_prior)
     return LossFamily(loss, (ratio - 1)[:, None] * loss)
+
+
+#: Metric-name prefix of a curve point; the eps follows (``empirical_risk@eps=0.25``).
+CURVE_METRIC = "empirical_risk@eps="
+
+
+def curve_metric(eps: float) -> str:
+    return f"{CURVE_METRIC}{eps:.4g}"
+
+
+def curve_eps(metric: str) -> float | None:
+    """The eps of a curve metric's name, None for any other metric."""
+    return float(metric[len(CURVE_METRIC) :]) if metric.startswith(CURVE_METRIC) else None
+
+
+def configured_loss(spec: dict, n_classes: int) -> tuple[np.ndarray, LossFamily | None]:
+    """A loss config's matrix (at its ``eps`` for a family) and its family, if any."""
+    if "eps0" not in spec:
+        options = {k: v for k, v in spec.items() if k not in ("name", "curve")}
+        return make_loss(spec["name"], n_classes, **options), None
+    if "eps1" not in spec or "eps" not in spec:
+        raise CalbenchError(
+            f"loss {spec['name']!r}: a loss family needs eps0, eps1 (loss configs) and eps "
+            "(conf/loss/reject_cost_family.yaml)."
+        )
+    family = between(*(configured_loss(spec[k], n_classes)[0] for k in ("eps0", "eps1")))
+    return family.at(spec["eps"]), family

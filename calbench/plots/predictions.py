@@ -16,13 +16,12 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from calbench.plots.ks import ks_curves
 from calbench.plots.reliability import reliability_diagram
 from calbench.plots.simplex import calibration_data, calibration_map, colour_key
-from calbench.runner.cell import load_configured_dataset
+from calbench.runner.build import load_configured_dataset
 from calbench.runner.predictions import FoldPredictions
 from calbench.runner.store import ResultStore
 from calbench.simplex import map_points
@@ -96,7 +95,7 @@ def _file_stem(experiment: str, task: Task, several: bool) -> str:
 def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> list[Path]:
     """Valk Fig. 5: the calibration data, the true map where known, each method's map."""
     config = store.config(task.config_hash)
-    dataset = load_configured_dataset(OmegaConf.create({"dataset": config["dataset"]}))
+    dataset = load_configured_dataset(config["dataset"])
     panels = [m for m in task.folds if m not in _NOT_A_MAP]
     n = len(panels) + 1 + (dataset.true_map is not None)
     cols = 4

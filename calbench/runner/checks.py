@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numbers
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from sklearn.base import clone
 
 from calbench.calibrators import make_calibrator
 from calbench.conf_files import group_files, root_config
 from calbench.errors import CalbenchError, nearest
+from calbench.runner.spec import CELL_KEYS, CellSpec
 
 #: The keys of a method config.
 METHOD_KEYS = ("name", "calibrator", "params", "grid")
@@ -93,10 +94,10 @@ def check_method(method: dict) -> None:
             clone(calibrator).set_params(**{key: value}).validate_params()
 
 
-def check_run_config(cfg: DictConfig) -> None:
-    """Everything above, on the run's composed config."""
-    _unknown(list(cfg.keys()), run_keys(), "")
-    seed = cfg.seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise CalbenchError(f"seed must be an integer; got seed={seed!r}.")
-    check_method(OmegaConf.to_container(cfg.method, resolve=True))
+def check_run_config(spec: CellSpec | DictConfig) -> None:
+    """Everything above, on the run's config."""
+    spec = CellSpec.of(spec)
+    _unknown([*CELL_KEYS, "device", *spec.run], run_keys(), "")
+    if isinstance(spec.seed, bool) or not isinstance(spec.seed, numbers.Integral):
+        raise CalbenchError(f"seed must be an integer; got seed={spec.seed!r}.")
+    check_method(spec.method)

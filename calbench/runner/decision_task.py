@@ -19,24 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
-from calbench.decision import make_loss
-from calbench.decision.family import LossFamily, between, prior_shift_family
+from calbench.decision.family import (
+    LossFamily,
+    configured_loss,
+    curve_metric,
+    prior_shift_family,
+)
 from calbench.decision.shift import check_prior, long_tail_prior, mixed_prior
 from calbench.errors import CalbenchError
-
-#: Metric-name prefix of a curve point; the eps follows (``empirical_risk@eps=0.25``).
-CURVE_METRIC = "empirical_risk@eps="
-
-
-def curve_metric(eps: float) -> str:
-    return f"{CURVE_METRIC}{eps:.4g}"
-
-
-def curve_eps(metric: str) -> float | None:
-    """The eps of a curve metric's name, None for any other metric."""
-    return float(metric[len(CURVE_METRIC) :]) if metric.startswith(CURVE_METRIC) else None
 
 
 @dataclass(frozen=True)
@@ -67,20 +58,6 @@ class DecisionTask:
             return {}
         risks = self.family.risks(probs, y, points)
         return {curve_metric(e): float(r) for e, r in zip(points, risks, strict=True)}
-
-
-def configured_loss(spec: dict, n_classes: int) -> tuple[np.ndarray, LossFamily | None]:
-    """A loss config's matrix (at its ``eps`` for a family) and its family, if any."""
-    if "eps0" not in spec:
-        options = {k: v for k, v in spec.items() if k not in ("name", "curve")}
-        return make_loss(spec["name"], n_classes, **options), None
-    if "eps1" not in spec or "eps" not in spec:
-        raise CalbenchError(
-            f"loss {spec['name']!r}: a loss family needs eps0, eps1 (loss configs) and eps "
-            "(conf/loss/reject_cost_family.yaml)."
-        )
-    family = between(*(configured_loss(spec[k], n_classes)[0] for k in ("eps0", "eps1")))
-    return family.at(spec["eps"]), family
 
 
 def _checked_curve(curve, where: str) -> dict | None:
@@ -117,10 +94,9 @@ def fold_priors(shift: dict, fold, n_classes: int) -> tuple[np.ndarray, np.ndarr
     return train, long_tail_prior(accuracy, shift["k"])
 
 
-def decision_task(cfg: DictConfig, fold, n_classes: int) -> DecisionTask:
-    """The decision problem of ``cfg`` on ``fold`` (None: a fold-free loss only)."""
-    loss_cfg = OmegaConf.to_container(cfg.loss, resolve=True)
-    shift = OmegaConf.to_container(cfg.shift, resolve=True)
+def decision_task(loss_cfg: dict, shift: dict, fold, n_classes: int) -> DecisionTask:
+    """The decision problem of a run's ``loss`` and ``shift`` config groups on ``fold``
+    (None: a fold-free loss only)."""
     loss, family = configured_loss(loss_cfg, n_classes)
     if shift["name"] == "none":
         if family is None:

@@ -6,25 +6,29 @@ import yaml
 from omegaconf import DictConfig
 from tabulate import tabulate
 
+from calbench.decision.family import CURVE_METRIC
 from calbench.hashing import config_hash
-from calbench.runner.cell import cell_config, evaluate_cell, summarise
-from calbench.runner.decision_task import CURVE_METRIC
+from calbench.runner.build import cell_config
+from calbench.runner.cell import evaluate_cell, summarise
 from calbench.runner.predictions import check_storage
+from calbench.runner.spec import CellSpec
 from calbench.runner.store import ResultStore
 
 
-def run_job(cfg: DictConfig) -> str:
+def run_job(cfg: CellSpec | DictConfig) -> str:
     """Run (or skip) the cell ``cfg`` describes; returns its config hash."""
-    cell = cell_config(cfg)
+    spec = CellSpec.of(cfg)
+    cell = cell_config(spec)
     cell_hash = config_hash(cell)
-    store = ResultStore(cfg.results_dir)
-    label = f"{cfg.experiment} | {cfg.dataset.name or cfg.dataset.loader} | {cfg.method.name}"
-    if store.has(cell_hash) and not cfg.force:
+    store = ResultStore(spec.run["results_dir"])
+    data = spec.dataset["name"] or spec.dataset["loader"]
+    label = f"{spec.experiment} | {data} | {spec.method['name']}"
+    if store.has(cell_hash) and not spec.run.get("force", False):
         print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
         return cell_hash
-    storage = cfg.get("predictions", "auto")
+    storage = spec.run.get("predictions", "auto")
     check_storage(storage)  # before the work, not after
-    rows, predictions = evaluate_cell(cfg)
+    rows, predictions = evaluate_cell(spec)
     rows["config_hash"] = cell_hash
     path = store.write(
         cell_hash,
@@ -37,7 +41,7 @@ def run_job(cfg: DictConfig) -> str:
     summary = summarise(rows[~curve])
     fit = rows.groupby("fold")["fit_seconds"].first().sum()
     print(
-        f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={cfg.protocol.name}"
+        f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={spec.protocol['name']}"
         f" | fit {fit:.2f} s"
     )
     folds = int(summary["folds"].max())

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from calbench.atomic import atomic_write_text
 from calbench.conf_files import group_files, metric_sets, read_group
+from calbench.decision.family import curve_eps
 from calbench.errors import CalbenchError
 from calbench.metrics import metric_spec
-from calbench.runner.decision_task import curve_eps
 from calbench.runner.store import ResultStore, superseded_cells
 from calbench.tables.curves import curve_frame
 from calbench.tables.generic import generic_specs

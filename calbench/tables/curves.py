@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from calbench.decision.family import curve_eps, curve_metric
 from calbench.errors import CalbenchError
-from calbench.runner.decision_task import curve_eps, curve_metric
 from calbench.tables.layouts import RankedTable, mean_std
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from calbench.runner.decision_task import CURVE_METRIC
+from calbench.decision.family import CURVE_METRIC
 
 #: Recorded per cell but not a property of the method's predictions.
 NOT_RANKED = ("fit_accuracy",)

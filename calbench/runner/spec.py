@@ -1,0 +1,58 @@
+"""A job's configuration, resolved once into a plain record that the runner passes down.
+
+Hydra composes a `DictConfig`; `CellSpec.of` resolves its interpolations once
+(``${data_dir}`` and the like) and keeps each config group as a plain dict, so nothing
+below the job touches OmegaConf. The groups keep their YAML's shape: their keys differ per
+choice (a loader's options, a protocol's folds), and each is checked where it is read.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from omegaconf import DictConfig, OmegaConf
+
+#: The parts of the configuration that determine a cell's numbers (and so its hash).
+CELL_KEYS = (
+    "experiment",
+    "seed",
+    "dataset",
+    "method",
+    "criterion",
+    "loss",
+    "shift",
+    "protocol",
+    "metrics",
+)
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """What one ``calbench run`` cell computes (`CELL_KEYS`) and where (``device``)."""
+
+    experiment: str
+    seed: int
+    dataset: dict
+    method: dict
+    criterion: dict
+    loss: dict
+    shift: dict
+    protocol: dict
+    metrics: dict
+    device: str = "cpu"
+    #: Keys of the run config outside `CELL_KEYS` (results_dir, force, ...), as given.
+    run: dict = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, cfg: DictConfig | CellSpec) -> CellSpec:
+        """The record of a composed config (a record is returned as it is)."""
+        if isinstance(cfg, CellSpec):
+            return cfg
+        resolved = OmegaConf.to_container(cfg, resolve=True)  # the runner's one resolution
+        cell = {key: resolved.pop(key) for key in CELL_KEYS}
+        return cls(**cell, device=resolved.pop("device", "cpu") or "cpu", run=resolved)
+
+    def groups(self) -> dict:
+        """The `CELL_KEYS` groups as one dict (what a cell's hash is taken of)."""
+        return copy.deepcopy({key: getattr(self, key) for key in CELL_KEYS})
