@@ -22,9 +22,11 @@ def table_specs() -> dict[str, dict]:
     """All shipped table specs by name, one per experiment it applies to.
 
     A spec names one ``experiment`` (its name is the file stem), or several as
-    ``experiments: {name: title note or null}`` (Kull's tables for kull_uci, kull_uci_full
-    and kull_uci_offline): each gets the file stem with its first experiment's name
-    replaced, and its note appended to the title.
+    ``experiments: {name: entry}``: a paper's table for its real-data preset and the
+    offline stand-in, or Kull's tables for kull_uci, kull_uci_full and kull_uci_offline.
+    Each experiment gets the file stem with its first experiment's name replaced. Its
+    entry is null (the spec as it is), a note appended to the title, or a mapping of the
+    keys that differ for it (its own ``title``, ``columns``, ``rows``, ...).
     """
     specs = {}
     for stem, spec in read_group("table").items():
@@ -32,10 +34,12 @@ def table_specs() -> dict[str, dict]:
         first = next(iter(experiments))
         if not stem.startswith(first):
             raise CalbenchError(f"table spec {stem}.yaml must be named after {first!r}.")
-        for experiment, note in experiments.items():
+        for experiment, entry in experiments.items():
             one = dict(spec, experiment=experiment, name=experiment + stem[len(first) :])
-            if note:
-                one["title"] = f"{spec['title'].rstrip('.')}, {note}."
+            if isinstance(entry, dict):
+                one.update(entry)
+            elif entry:
+                one["title"] = f"{spec['title'].rstrip('.')}, {entry}."
             specs[one["name"]] = one
     return specs
 
