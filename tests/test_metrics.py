@@ -322,3 +322,21 @@ def test_average_loss_gap_with_valks_draws(rng):
     )
     ours = metrics.average_loss_gap(probs, y, n_losses=50, seed=0, draws="valk")
     assert ours == pytest.approx(gap.mean(), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(__import__("calbench.metrics").metrics.METRICS))
+def test_every_metric_documents_its_parameters_and_return(name):
+    """Numpydoc: a Parameters section naming every argument, and a Returns section."""
+    import inspect
+    import re
+
+    from calbench.metrics import METRICS
+
+    function = METRICS[name].function
+    doc = inspect.getdoc(function) or ""
+    assert "Parameters\n----------" in doc and "Returns\n-------" in doc, name
+    documented = doc.split("Parameters\n----------")[1].split("Returns\n-------")[0]
+    for parameter in inspect.signature(function).parameters.values():
+        prefix = r"\*\*" if parameter.kind is parameter.VAR_KEYWORD else ""
+        line = rf"^{prefix}{parameter.name}( : .+)?$"
+        assert re.search(line, documented, re.MULTILINE), (name, parameter.name)

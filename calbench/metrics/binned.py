@@ -82,7 +82,28 @@ def _options(owner, n_bins, binning, alpha):
 
 
 def confidence_ece(probs, y, n_bins=15, binning="equal_width", alpha=1) -> float:
-    """Confidence-ECE: bins of ``max p`` against accuracy (see module docstring)."""
+    r"""Confidence-ECE (Guo et al. 2017): bins of ``max p`` against the accuracy in them,
+    :math:`\sum_b \frac{|B_b|}{n} |\mathrm{acc}_b - \mathrm{conf}_b|` (module docstring).
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    n_bins : int
+        Number of bins.
+    binning : {"equal_width", "equal_size", "digitize"}
+        See the module docstring.
+    alpha : {1, 2}
+        Order of the norm: 1 the usual ECE, 2 the root of the weighted squared gaps.
+
+    Returns
+    -------
+    float
+        In [0, 1]; lower is better. torchmetrics' ``multiclass_calibration_error``
+        agrees with ``equal_width`` below a confidence of exactly 1.0.
+    """
     _options("confidence_ece", n_bins, binning, alpha)
     p, y = probs_and_labels(probs, y, "confidence_ece")
     top = p.argmax(axis=1)
@@ -91,8 +112,29 @@ def confidence_ece(probs, y, n_bins=15, binning="equal_width", alpha=1) -> float
 
 
 def classwise_ece(probs, y, n_bins=15, binning="equal_width", alpha=1, reduction="mean") -> float:
-    """Classwise-ECE (Kull eq. 4): the mean (``reduction="sum"``: the sum) over classes j of
-    the ECE of ``p_j`` vs ``1[y=j]``; see the module docstring for the binnings."""
+    """Classwise-ECE (Kull et al. 2019 eq. 4): the ECE of each class's probability
+    ``p_j`` against ``1[y = j]``, averaged (or summed) over the classes.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    n_bins : int
+        Number of bins.
+    binning : {"equal_width", "equal_size", "digitize"}
+        See the module docstring.
+    alpha : {1, 2}
+        Order of the norm: 1 the usual ECE, 2 the root of the weighted squared gaps.
+    reduction : {"mean", "sum"}
+        ``sum`` is the scale of Kull et al.'s deep-net Table 3 (k times the mean).
+
+    Returns
+    -------
+    float
+        In [0, 1] for the mean; lower is better.
+    """
     _options("classwise_ece", n_bins, binning, alpha)
     check_choice(reduction, "reduction", "classwise_ece", REDUCTIONS)
     p, y = probs_and_labels(probs, y, "classwise_ece")
@@ -104,7 +146,25 @@ def classwise_ece(probs, y, n_bins=15, binning="equal_width", alpha=1, reduction
 
 
 def mce(probs, y, n_bins=15, binning="equal_width") -> float:
-    """Maximum calibration error: the largest ``|accuracy - confidence|`` over non-empty bins."""
+    """Maximum calibration error (Guo et al. 2017): the largest ``|accuracy - confidence|``
+    over the non-empty confidence bins.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    n_bins : int
+        Number of bins.
+    binning : {"equal_width", "equal_size", "digitize"}
+        See the module docstring.
+
+    Returns
+    -------
+    float
+        In [0, 1]; lower is better.
+    """
     _options("mce", n_bins, binning, 1)
     p, y = probs_and_labels(probs, y, "mce")
     top = p.argmax(axis=1)

@@ -48,7 +48,29 @@ def _checked(probs, y, owner, n_resamples, binning):
 def confidence_ece_p_value(
     probs, y, n_bins=15, binning="equal_width", n_resamples=10_000, seed=0
 ) -> float:
-    """p-value of the confidence-ECE under the hypothesis of calibration."""
+    """p-value of the confidence-ECE under the hypothesis of calibration, by consistency
+    resampling (Vaicenavicius et al. 2019; module docstring).
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    n_bins : int
+        Number of bins.
+    binning : {"equal_width", "equal_size", "digitize"}
+        See the module docstring.
+    n_resamples : int
+        Pseudo-label sets drawn from the predictions.
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    float
+        The share of resampled ECEs at least the observed one, in [0, 1].
+    """
     p, y = _checked(probs, y, "confidence_ece_p_value", n_resamples, binning)
     observed = confidence_ece(p, y, n_bins=n_bins, binning=binning)
     confidence = p.max(axis=1)
@@ -70,7 +92,29 @@ def confidence_ece_p_value(
 def classwise_ece_p_value(
     probs, y, n_bins=15, binning="equal_width", n_resamples=10_000, seed=0
 ) -> float:
-    """p-value of the classwise-ECE under the hypothesis of calibration."""
+    """p-value of the classwise-ECE under the hypothesis of calibration, by consistency
+    resampling (Kull et al. 2019, sec. 4.1; module docstring).
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    n_bins : int
+        Number of bins.
+    binning : {"equal_width", "equal_size", "digitize"}
+        See the module docstring.
+    n_resamples : int
+        Pseudo-label sets drawn from the predictions.
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    float
+        The share of resampled ECEs at least the observed one, in [0, 1].
+    """
     p, y = _checked(probs, y, "classwise_ece_p_value", n_resamples, binning)
     n, k = p.shape
     observed = classwise_ece(p, y, n_bins=n_bins, binning=binning)
@@ -99,13 +143,46 @@ def classwise_ece_p_value(
 
 
 def confidence_ece_accepted(probs, y, alpha=0.05, **options) -> float:
-    """1.0 where the confidence test does not reject calibration at ``alpha``, else 0.0.
+    """1.0 where the confidence test does not reject calibration at ``alpha``, else 0.0;
+    averaged over outer folds, Kull et al.'s p-conf-ECE.
 
-    Averaged over outer folds this is Kull et al.'s p-conf-ECE measure.
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    alpha : float
+        The test's level.
+    **options
+        Passed to `confidence_ece_p_value`.
+
+    Returns
+    -------
+    float
+        1.0 or 0.0; higher is better.
     """
     return float(confidence_ece_p_value(probs, y, **options) >= alpha)
 
 
 def classwise_ece_accepted(probs, y, alpha=0.05, **options) -> float:
-    """1.0 where the classwise test does not reject calibration at ``alpha`` (p-cw-ECE)."""
+    """1.0 where the classwise test does not reject calibration at ``alpha``, else 0.0;
+    averaged over outer folds, Kull et al.'s p-cw-ECE.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    alpha : float
+        The test's level.
+    **options
+        Passed to `classwise_ece_p_value`.
+
+    Returns
+    -------
+    float
+        1.0 or 0.0; higher is better.
+    """
     return float(classwise_ece_p_value(probs, y, **options) >= alpha)

@@ -30,6 +30,27 @@ def average_loss_gap(
 
     When ``true_probs`` (the known ``E[Y | P]``) is given, the second term is the exact
     expectation :math:`\frac1n\sum_i (c_i L)_{d_i}` instead of the label average (Valk 4.1).
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,) or None
+        Integer labels; not needed where ``true_probs`` is given.
+    true_probs : array-like of shape (n_samples, n_classes) or None
+        The known ``E[Y | P]`` at each sample (synthetic data).
+    n_losses : int
+        Random loss matrices averaged over.
+    n_decisions : int
+        Actions of each loss matrix (Valk: 2).
+    seed : int
+    draws : {"default_rng", "valk"}
+        How the matrices are drawn (above).
+
+    Returns
+    -------
+    float
+        Lower is better.
     """
     check_int(n_losses, "n_losses", "average_loss_gap")
     check_int(n_decisions, "n_decisions", "average_loss_gap", minimum=2)
@@ -94,10 +115,28 @@ def _checked_loss(p, loss_matrix, owner):
 
 
 def empirical_risk(probs, y, *, loss_matrix, reduction="mean", shift_weights=None) -> float:
-    """Loss of the Bayes decisions under ``loss_matrix``, summed or averaged over samples.
+    """Loss of the Bayes decisions ``argmin_d (p_i L)_d`` under ``loss_matrix`` against the
+    labels, averaged (or summed) over samples (Ho eqs. 2.18-2.20).
 
-    ``shift_weights`` (a prior shift: ``{"labels": p_test(y) / p_train(y) per class}``)
-    weights each sample by its label's ratio, Ho eq. 3.37."""
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    loss_matrix : array-like of shape (n_classes, n_actions)
+        ``L[y, d]``, the cost of action d when the label is y.
+    reduction : {"mean", "sum"}
+        Average or sum over the samples.
+    shift_weights : dict or None
+        A prior shift's importance weights (`calbench.runner.decision_task`); None: none.
+
+    Returns
+    -------
+    float
+        Lower is better. Under a prior shift each sample is weighted by its
+        label's ``p_test(y) / p_train(y)`` (Ho eq. 3.37).
+    """
     p, y = probs_and_labels(probs, y, "empirical_risk")
     matrix = _checked_loss(p, loss_matrix, "empirical_risk")
     weights = None if shift_weights is None else np.asarray(shift_weights["labels"])[y]
@@ -105,9 +144,28 @@ def empirical_risk(probs, y, *, loss_matrix, reduction="mean", shift_weights=Non
 
 
 def model_risk(probs, y, *, loss_matrix, reduction="mean", shift_weights=None) -> float:
-    """The loss the model expects of its own Bayes decisions, ``min_d (p L)_d``, averaged
-    (or summed); ``y`` is only checked. Under a prior shift each input is weighted by
-    p_test(x) / p_train(x) = sum_y p_train(y | x) p_test(y) / p_train(y) (Ho eq. 3.38)."""
+    """The loss the model expects of its own Bayes decisions, ``min_d (p_i L)_d``, averaged
+    (or summed); ``y`` is only checked.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    loss_matrix : array-like of shape (n_classes, n_actions)
+        ``L[y, d]``, the cost of action d when the label is y.
+    reduction : {"mean", "sum"}
+        Average or sum over the samples.
+    shift_weights : dict or None
+        A prior shift's importance weights (`calbench.runner.decision_task`); None: none.
+
+    Returns
+    -------
+    float
+        Under a prior shift each input is weighted by ``p_test(x) / p_train(x) =
+        sum_y p_train(y | x) p_test(y) / p_train(y)`` (Ho eq. 3.38).
+    """
     p, _ = probs_and_labels(probs, y, "model_risk")
     weights = None if shift_weights is None else shift_weights["inputs"]
     matrix = _checked_loss(p, loss_matrix, "model_risk")
@@ -115,8 +173,24 @@ def model_risk(probs, y, *, loss_matrix, reduction="mean", shift_weights=None) -
 
 
 def risk_gap(probs, y, *, loss_matrix, shift_weights=None) -> float:
-    """``|model risk - empirical risk|`` per sample: how far the model misjudges its own
-    decisions' cost (Ho Figs. 4.i-4.k)."""
+    """``|model risk - empirical risk|``: how far the model misjudges its own decisions'
+    cost (Ho Figs. 4.i-4.k).
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    loss_matrix : array-like of shape (n_classes, n_actions)
+    shift_weights : dict or None
+        A prior shift's importance weights (`calbench.runner.decision_task`); None: none.
+
+    Returns
+    -------
+    float
+        Lower is better.
+    """
     return abs(
         model_risk(probs, y, loss_matrix=loss_matrix, shift_weights=shift_weights)
         - empirical_risk(probs, y, loss_matrix=loss_matrix, shift_weights=shift_weights)
@@ -124,6 +198,19 @@ def risk_gap(probs, y, *, loss_matrix, shift_weights=None) -> float:
 
 
 def argmax_changed(probs, reference_probs) -> float:
-    """Share of samples whose most probable class differs from the reference (uncalibrated)."""
+    """Share of samples whose most probable class differs from the reference's.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    reference_probs : array-like of shape (n_samples, n_classes)
+        Usually the uncalibrated predictions.
+
+    Returns
+    -------
+    float
+        In [0, 1]: 0 for a map that keeps every decision (an accuracy-preserving one).
+    """
     p, q = probs_pair(probs, reference_probs, "reference_probs", "argmax_changed")
     return float((p.argmax(axis=1) != q.argmax(axis=1)).mean())

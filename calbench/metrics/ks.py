@@ -54,7 +54,25 @@ def cumulative_curves(scores, outcomes):
 
 
 def ks_error(probs, y, mode="top", r=1) -> float:
-    """Gupta et al.'s KS calibration error (see module docstring); 0 to 1."""
+    r"""Gupta et al.'s (2021) binning-free KS calibration error, :math:`\max_i |\tilde h_i -
+    h_i|` over the cumulative score and outcome curves (module docstring, eq. 12).
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    mode : {"top", "within_top", "class"}
+        Which score: the r-th largest probability, the sum of the r largest, or class r's.
+    r : int
+        The rank (1-based) or, with ``mode="class"``, the class (0-based).
+
+    Returns
+    -------
+    float
+        In [0, 1]; lower is better (Gupta's tables print it in %).
+    """
     scores, outcomes = ks_scores(probs, y, mode, r)
     _, cum_score, cum_outcome = cumulative_curves(scores, outcomes)
     return float(np.abs(cum_score - cum_outcome).max())

@@ -10,7 +10,20 @@ from calbench.simplex import TINY
 
 
 def accuracy(probs, y) -> float:
-    """Share of samples whose most probable class (first on ties) is the label."""
+    """Share of samples whose most probable class (first on ties) is the label.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+
+    Returns
+    -------
+    float
+        In [0, 1]; higher is better.
+    """
     p, y = probs_and_labels(probs, y, "accuracy")
     return float((p.argmax(axis=1) == y).mean())
 
@@ -31,6 +44,11 @@ def log_loss(probs, y, clip=None) -> float:
         renormalised. On DenseNet-40 CIFAR-10, uncalibrated, this gives the printed 0.428
         (Kull Table 4, Valk Table 8) where the exact value is 0.430: a few test labels have
         probability below 1e-15.
+
+    Returns
+    -------
+    float
+        Lower is better; 0 only for certain, correct predictions.
     """
     p, y = probs_and_labels(probs, y, "log_loss")
     if clip is None:
@@ -44,7 +62,21 @@ def log_loss(probs, y, clip=None) -> float:
 
 
 def brier(probs, y) -> float:
-    r"""Multi-class Brier score :math:`\frac1n\sum_i\sum_j (p_{ij} - [y_i = j])^2` (0 to 2)."""
+    r"""Multi-class Brier score :math:`\frac1n\sum_i\sum_j (p_{ij} - [y_i = j])^2`.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+
+    Returns
+    -------
+    float
+        In [0, 2]; lower is better. Sums over classes (scikit-learn's binary
+        ``brier_score_loss`` is the one-class mean).
+    """
     p, y = probs_and_labels(probs, y, "brier")
     sq = (p**2).sum(axis=1) - 2 * p[np.arange(len(y)), y] + 1
     return float(sq.mean())
@@ -52,14 +84,40 @@ def brier(probs, y) -> float:
 
 def top1_brier(probs, y) -> float:
     r"""Top-1 Brier score (Gupta et al. Table 7): :math:`\frac1n\sum_i (\max_j p_{ij} -
-    [\arg\max_j p_{ij} = y_i])^2`, the squared error of the confidence alone."""
+    [\arg\max_j p_{ij} = y_i])^2`, the squared error of the confidence alone.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+
+    Returns
+    -------
+    float
+        In [0, 1]; lower is better.
+    """
     p, y = probs_and_labels(probs, y, "top1_brier")
     top = p.argmax(axis=1)
     return float(((p[np.arange(len(y)), top] - (top == y)) ** 2).mean())
 
 
 def confidence_variance(probs, y=None) -> float:
-    """Variance of the confidences ``max p`` (Hoki Fig. 3 plots log ECE against it)."""
+    """Variance of the confidences ``max_j p_ij`` (Hoki Fig. 3 plots log ECE against it).
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,) or None
+        Only checked when given.
+
+    Returns
+    -------
+    float
+        The population variance (``ddof=0``).
+    """
     p, _ = probs_and_labels(
         probs, np.zeros(len(probs), dtype=int) if y is None else y, "confidence_variance"
     )

@@ -21,7 +21,23 @@ from calbench.metrics._checks import probs_pair
 
 
 def true_confidence_ce(probs, true_probs, alpha=1) -> float:
-    """True confidence calibration error against the known map (0 for the true map)."""
+    r"""True confidence calibration error against the known map (Valk 4.1; module
+    docstring): no binning, 0 for the true map.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    true_probs : array-like of shape (n_samples, n_classes)
+        The known ``E[Y | P]`` at each sample (synthetic data).
+    alpha : {1, 2}
+        Order of the norm: 1 the usual ECE, 2 the root of the weighted squared gaps.
+
+    Returns
+    -------
+    float
+        Lower is better.
+    """
     check_choice(alpha, "alpha", "true_confidence_ce", (1, 2))
     p, c = probs_pair(probs, true_probs, "true_probs", "true_confidence_ce")
     rows = np.arange(len(p))
@@ -31,7 +47,23 @@ def true_confidence_ce(probs, true_probs, alpha=1) -> float:
 
 
 def true_classwise_ce(probs, true_probs, alpha=1) -> float:
-    """True classwise calibration error against the known map (0 for the true map)."""
+    r"""True classwise calibration error against the known map (Valk 4.1; module
+    docstring): the per-class errors averaged, 0 for the true map.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    true_probs : array-like of shape (n_samples, n_classes)
+        The known ``E[Y | P]`` at each sample (synthetic data).
+    alpha : {1, 2}
+        Order of the norm: 1 the usual ECE, 2 the root of the weighted squared gaps.
+
+    Returns
+    -------
+    float
+        Lower is better.
+    """
     check_choice(alpha, "alpha", "true_classwise_ce", (1, 2))
     p, c = probs_pair(probs, true_probs, "true_probs", "true_classwise_ce")
     per_class = (np.abs(p - c) ** alpha).mean(axis=0) ** (1.0 / alpha)
