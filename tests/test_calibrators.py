@@ -423,3 +423,24 @@ def test_a_composition_hands_run_inputs_to_its_steps():
     assert chain.run_input_keys("criterion") == ["first__criterion"]
     assert chain.run_input_keys("device") == ["first__device", "second__device"]
     assert chain.run_input_keys("warm_start") == ["first__warm_start"]
+
+
+@pytest.mark.parametrize("cls", sorted({c for c, _ in CALIBRATORS.values()}, key=str))
+def test_every_calibrator_documents_its_parameters(cls):
+    """Numpydoc: a Parameters section naming every constructor argument ("None" where
+    there are none)."""
+    import inspect
+    import re
+
+    doc = inspect.getdoc(cls) or ""
+    assert "Parameters\n----------" in doc, cls.__name__
+    section = doc.split("Parameters\n----------")[1]
+    names = [
+        p.name
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    for name in names:
+        assert re.search(rf"^{name}( : .+)?$", section, re.MULTILINE), (cls.__name__, name)
+    if not names:
+        assert section.strip().startswith("None"), cls.__name__

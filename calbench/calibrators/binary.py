@@ -71,7 +71,15 @@ class HistogramBinning(OneVsRestCalibrator):
     ``binning="equal_width"`` uses bins ``[b/B, (b+1)/B)``, ``"equal_size"`` (equal
     frequency) cuts the sorted calibration scores into B groups of equal count; a test score
     falls in the bin whose calibration scores' range covers it. An empty bin predicts its
-    own mid-point (no evidence: no change).
+    own mid-point (no evidence: no change). One-vs-rest: each class's map on ``p_j``
+    against ``1[y = j]``, rows renormalised.
+
+    Parameters
+    ----------
+    n_bins : int
+        B, the number of bins.
+    binning : {"equal_width", "equal_size"}
+        Equal-width bins, or equal-frequency bins of the calibration scores.
     """
 
     def __init__(self, n_bins=15, binning="equal_width"):
@@ -120,6 +128,15 @@ class SmoothedBinning(OneVsRestCalibrator):
     above the calibration range fall in the first or last bin). Their code adds the last
     calibration score in input order as the quantile edges' end, then replaces it with
     +inf, so it never matters.
+
+    Parameters
+    ----------
+    n_bins : int
+        The number of bins (fewer with ``quantile`` where the step leaves fewer).
+    strategy : {"uniform", "quantile"}
+        Equal-width bins over the calibration range, or edges at sorted-score steps.
+    alpha : float
+        The Laplace pseudo-count of each bin's positives and negatives.
     """
 
     def __init__(self, n_bins=10, strategy="uniform", alpha=1.0):
@@ -153,6 +170,11 @@ class IsotonicCalibrator(OneVsRestCalibrator):
     ``tie_break`` adds that multiple of the original probability before renormalising, so
     that classes mapped to the same isotonic value keep their order (Zhang et al.'s IROvA
     uses 1e-9; Kull's Isot uses none).
+
+    Parameters
+    ----------
+    tie_break : float
+        Weight of the original probability added to each class's isotonic value.
     """
 
     def __init__(self, tie_break=0.0):
@@ -173,6 +195,12 @@ class BetaCalibrator(OneVsRestCalibrator):
     fitted as a logistic regression on :math:`(\ln p, -\ln(1-p))`. As in the betacal package:
     scores are clipped to [eps, 1 - eps] (float64 machine epsilon) and, when ``a`` comes out
     negative, it is fixed at 0 and ``b`` refitted alone (else the same for a negative ``b``).
+    One map per class (one-vs-rest), rows renormalised; checked against betacal's
+    ``BetaCalibration("abm")`` in tests/test_nonparametric.py.
+
+    Parameters
+    ----------
+    None
     """
 
     def _features(self, scores):

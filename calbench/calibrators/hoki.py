@@ -140,7 +140,11 @@ def _alpha_beta(correct, gamma, bins, n_bins):
 
 
 class HokiCalibrator(Calibrator):
-    """Parameters
+    """Hoki et al.'s transformation-noise calibrator (module docstring): the noise family and
+    spread chosen on the calibration data, then each confidence bin moved towards its
+    accuracy over ``max_iter`` design-time iterations.
+
+    Parameters
     ----------
     family : {"search", "gaussian", "uniform"}
         The noise family; "search" tries both over ``spreads`` (Hoki sec. 5).
@@ -157,6 +161,8 @@ class HokiCalibrator(Calibrator):
     search_size : int
         Examples used by the transformation search (a seeded subsample).
     seed : int
+    spreads : sequence of float
+        The spreads the search tries (Hoki sec. 5).
     """
 
     def __init__(

@@ -31,6 +31,17 @@ def _normalise(probs):
 
 
 class EnsembleTemperatureScaling(Calibrator):
+    r"""Ensemble temperature scaling (Zhang et al. 2020, ``ets_calibrate``):
+    :math:`w_1\,\sigma(z/t) + w_2\,\sigma(z) + w_3/k` with ``t`` fitted by temperature
+    scaling and ``w`` on the simplex by SLSQP, both on ``criterion``; ``temperature_`` and
+    ``weights_`` are fitted.
+
+    Parameters
+    ----------
+    criterion : str
+        What ``t`` and ``w`` minimise: ``mse`` (Zhang et al.'s choice) or ``nll``.
+    """
+
     run_inputs = ("criterion",)
 
     def __init__(self, criterion="mse"):
@@ -65,6 +76,15 @@ class EnsembleTemperatureScaling(Calibrator):
 
 
 class MulticlassIsotonicRegression(Calibrator):
+    """Multi-class isotonic regression (Zhang et al. 2020, IRM): one increasing map fitted
+    to every (p_ij, 1[y_i = j]) pair at once, plus 1e-9 p to keep the order of ties, rows
+    renormalised onto the simplex (Zhang et al.'s code does not renormalise).
+
+    Parameters
+    ----------
+    None
+    """
+
     input_kind = "probabilities"
 
     def _fit(self, logits, y):

@@ -37,6 +37,28 @@ _FLOAT32_PRODUCTS = 5e9
 _THREADPOOLS = ThreadpoolController()
 
 
+#: The Parameters section of the one-temperature and per-class scaling maps.
+_SCALING_PARAMETERS = """
+    Parameters
+    ----------
+    criterion : str or dict
+        What the map minimises on the calibration data (`calbench.criteria`): ``nll`` (the
+        log-loss, default), ``mse``, or a decision criterion's spec.
+    max_iter : int
+        The most L-BFGS iterations.
+    tol : float
+        L-BFGS stops when the largest gradient entry falls below ``tol`` or the relative
+        decrease of the objective below ``tol * 1e-4`` (``tol * 1e-2`` for piecewise
+        criteria).
+    warm_start : bool
+        Start a refit from the previous solution (inner CV walks a grid so).
+    device : str
+        ``cpu`` (numpy), or a GPU (``cuda``, ``cuda:N``, ``auto``) where torch computes the
+        log-loss and its gradient; results come back float64 and equal the CPU fit's to the
+        optimiser's tolerance. Without a GPU: the CPU, with one warning.
+"""
+
+
 def _exp(a):
     """exp of a numpy array or a torch tensor (the maps' forward passes serve both)."""
     return np.exp(a) if isinstance(a, np.ndarray | float) else a.exp()
@@ -197,18 +219,14 @@ class ParametricCalibrator(Calibrator):
 
 
 class TemperatureScaling(ParametricCalibrator):
-    """``softmax(z / t)`` with one temperature ``t > 0`` (Guo et al. 2017; Valk 2.5.2).
+    __doc__ = (
+        """``softmax(z / t)`` with one temperature ``t > 0`` (Guo et al. 2017; Valk 2.5.2).
 
-    ``t`` is fitted as ``log t`` so it stays positive without bounds. For every parametric
-    map, L-BFGS-B stops after ``max_iter`` iterations, or when the largest gradient entry is
-    below ``tol``, or when the objective's relative decrease falls below ``tol * 1e-4``
-    (``tol * 1e-2`` for the piecewise decision criteria). ``warm_start=True`` starts a
-    refit from the previous solution (inner CV walks a grid so). ``device="cuda"`` (or
-    ``auto``, ``cuda:N``) computes the log-loss and its gradient with torch on that GPU,
-    where the products of large maps belong; results come back float64 and equal the CPU
-    fit's to the optimiser's tolerance. Without a GPU it falls back to the CPU path with
-    one warning (`calbench.device`); other criteria choose their own device.
+    ``t`` is fitted as ``log t`` so it stays positive without bounds; ``temperature_`` is
+    the fitted ``t``. Matches netcal's ``TemperatureScaling`` (tests/test_calibrators.py).
     """
+        + _SCALING_PARAMETERS
+    )
 
     def __init__(self, criterion="nll", max_iter=1000, tol=1e-6, warm_start=False, device="cpu"):
         self.criterion = criterion
@@ -232,7 +250,12 @@ class TemperatureScaling(ParametricCalibrator):
 
 
 class BiasCorrectedTemperatureScaling(TemperatureScaling):
-    """``softmax(z / t + b)``: temperature plus one bias per class (Alexandari et al.; Ho 2.6.1)."""
+    __doc__ = (
+        """``softmax(z / t + b)``: a temperature plus one bias per class (Alexandari et al.
+    2020; Ho 2.6.1); ``log_temperature_`` and ``intercept_`` are fitted.
+    """
+        + _SCALING_PARAMETERS
+    )
 
     def _initial_params(self, n_classes):
         return {"log_temperature_": np.zeros(()), "intercept_": np.zeros(n_classes)}
@@ -246,7 +269,12 @@ class BiasCorrectedTemperatureScaling(TemperatureScaling):
 
 
 class VectorScaling(TemperatureScaling):
-    """``softmax(w * z + b)``: one scale and one bias per class (Guo et al.; Valk 2.5.3)."""
+    __doc__ = (
+        """``softmax(w * z + b)``: one scale and one bias per class (Guo et al. 2017; Valk
+    2.5.3); ``coef_`` (k,) and ``intercept_`` (k,) are fitted.
+    """
+        + _SCALING_PARAMETERS
+    )
 
     def _initial_params(self, n_classes):
         return {"coef_": np.ones(n_classes), "intercept_": np.zeros(n_classes)}
@@ -308,8 +336,14 @@ class MatrixScaling(ParametricCalibrator):
         study (``ref_row=True``: ``lambda * sum (w_i - w_k)^2`` over weights and intercepts
         with ``penalise_intercept``). The default (False) penalises ``[W | b]`` itself,
         which treats the classes alike. Newton solver only (up to 36 classes, log-loss).
-    criterion : str
+    criterion : str or dict
         What to minimise, see `calbench.criteria`.
+    max_iter : int
+        The most L-BFGS iterations (Newton stops at its own tolerance).
+    tol : float
+        L-BFGS's gradient tolerance (see `TemperatureScaling`).
+    warm_start : bool
+        Start a refit from the previous solution (inner CV walks a grid so).
     solver : {"auto", "newton", "lbfgs"}
         "auto": Newton's method (`calbench.calibrators.newton`) for the log-loss with at
         most 36 classes, where the Hessian is small and L-BFGS can stall on badly scaled
@@ -448,9 +482,17 @@ class MatrixScaling(ParametricCalibrator):
 
 
 class DirichletCalibrator(MatrixScaling):
-    """Dirichlet calibration ``softmax(W ln p + b)`` (Kull sec. 3): matrix scaling on
-    log-probabilities. Zero probabilities cannot arise: ``ln p`` is computed as
+    __doc__ = (
+        """Dirichlet calibration ``softmax(W ln p + b)`` (Kull et al. 2019, sec. 3): matrix
+    scaling on log-probabilities, with the same parameters, penalties and defaults as
+    `MatrixScaling`. Zero probabilities cannot arise: ``ln p`` is computed as
     ``log_softmax(z)``; data given as probabilities arrive as ``log(clip(p, 2.2e-308))``.
-    """
+    ``make bench`` times it against dirichletcal's ``FullDirichletCalibrator``; the
+    tests check the objective it minimises against a plain numpy one.
+
+"""
+        + "    Parameters\n"
+        + MatrixScaling.__doc__.split("    Parameters\n", 1)[1]
+    )
 
     input_kind = "probabilities"

@@ -8,7 +8,12 @@ from calbench.simplex import softmax
 
 
 class Uncalibrated(Calibrator):
-    """The classifier's own probabilities, ``softmax(logits)`` (column "uncal")."""
+    """The classifier's own probabilities, ``softmax(logits)`` (column "uncal").
+
+    Parameters
+    ----------
+    None
+    """
 
     def _fit(self, logits, y):
         pass
