@@ -237,49 +237,39 @@ def test_hoki_layout_info_columns_underline_and_learning_time():
 
 
 def test_every_shipped_table_spec_builds_from_a_complete_store():
+    """Each spec's layout says which cells it reads (`needed_cells`); a store holding
+    exactly those builds the table with nothing missing, whatever the layout."""
+    import itertools
+
     from calbench.tables.cli import metric_direction, table_specs
+    from calbench.tables.layouts import ANY, needed_cells
 
     rng = np.random.default_rng(0)
     direction = metric_direction()
+    fill = {"dataset": ["d1", "d2"], "classifier": ["none"], "criterion": ["nll"]}
     for name, spec in table_specs().items():
-        if spec["layout"] == "risk_curve":
-            continue  # test_every_risk_curve_spec_writes_its_csv_table_and_figure
-        if spec["layout"] == "metrics_by_method":
-            metrics = set(spec["rows"])
-        else:
-            metrics = {spec["metric"]}
-            metrics |= {i["metric"] for i in (spec.get("info_columns") or {}).values()}
-        layout = spec["layout"]
-        if layout == "metrics_by_method":
-            datasets, cells = [spec["dataset"]], [(m, "nll") for m in spec["columns"]]
-        elif layout == "mean_std":  # rows are method/criterion, columns data sets
-            datasets, cells = list(spec["columns"]), [tuple(k.split("/")) for k in spec["rows"]]
-        elif layout == "ranks_by_group":
-            datasets, cells = ["d1", "d2"], [(m, "nll") for m in spec["columns"]]
-        else:
-            datasets, cells = list(spec["rows"]), [(m, "nll") for m in spec["columns"]]
-        classifiers = list(spec["rows"]) if layout == "ranks_by_group" else ["none"]
+        needs = needed_cells(spec)
+        pairs = needs.pop("pairs", None) or [(m, ANY) for m in needs.pop("method")]
+        needs.setdefault("classifier", [ANY])
+        columns = {c: (fill[c] if v == [ANY] else v) for c, v in needs.items()}
         records = [
             {
                 "experiment": spec["experiment"],
-                "dataset": d,
-                "classifier": c,
-                "method": m,
-                "criterion": crit,
-                "metric": metric,
+                **dict(zip(columns, values, strict=True)),
+                "method": method,
+                "criterion": "nll" if criterion == ANY else criterion,
                 "fold": fold,
                 "value": rng.random(),
                 "fit_seconds": rng.random(),
             }
-            for d in datasets
-            for c in classifiers
-            for m, crit in cells
-            for metric in metrics
+            for values in itertools.product(*columns.values())
+            for method, criterion in pairs
             for fold in range(2)
         ]
         table = build_table(spec, pd.DataFrame(records), direction)
         assert not [m for m in table.missing if m.startswith(("method", "dataset"))], name
         assert to_markdown(table) and to_latex(table) and to_csv(table), name
+        assert np.isfinite(table.values).all(), name  # every cell it reads was named
 
 
 def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):

@@ -63,11 +63,24 @@ def curve_frame(spec: dict, rows: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["method", "criterion", "eps"])[columns].reset_index(drop=True)
 
 
+def _table_eps(spec) -> list[float]:
+    return spec.get("table_eps", [0.0, 0.25, 0.5, 0.75, 1.0])
+
+
+def curve_cells(spec: dict) -> dict:
+    """The store rows a risk curve's table reads (`calbench.tables.layouts.needed_cells`):
+    its lines' cells under the spec's shift, at the table's eps."""
+    pairs = [tuple(key.split("/")) for key in _lines(spec)]
+    shift = (spec.get("where") or {}).get("shift", "none")
+    metrics = [curve_metric(eps) for eps in _table_eps(spec)]
+    return {"dataset": ["*"], "pairs": pairs, "metric": metrics, "shift": [shift]}
+
+
 def curve_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     """Mean ± std of the curves at ``table_eps`` (default: where the Direct Loss is trained)."""
     x = spec.get("x", {})
     label = x.get("label", "eps")
-    points = spec.get("table_eps", [0.0, 0.25, 0.5, 0.75, 1.0])
+    points = _table_eps(spec)
     columns = {}
     for eps in points:
         value = float(x.get("offset", 0.0)) + float(x.get("scale", 1.0)) * eps

@@ -275,6 +275,59 @@ def risk_curve(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     return curve_table(spec, rows, direction)
 
 
+#: Which store rows a table reads, per layout: ``{column: values}`` whose product is the
+#: cells; ``ANY`` where every value serves (the tests fill a store from it, so that every
+#: shipped spec is built without knowing its layout).
+ANY = "*"
+
+
+def _info_metrics(spec) -> list[str]:
+    return [spec["metric"], *(i["metric"] for i in (spec.get("info_columns") or {}).values())]
+
+
+def _mean_std_needs(spec) -> dict:
+    methods, criteria = zip(*(key.split("/") for key in spec["rows"]), strict=True)
+    if spec.get("columns_by", "dataset") == "metric":
+        return {
+            "dataset": [ANY],
+            "pairs": list(zip(methods, criteria, strict=True)),
+            "metric": list(spec["columns"]),
+        }
+    return {
+        "dataset": list(spec["columns"]),
+        "pairs": list(zip(methods, criteria, strict=True)),
+        "metric": [spec["metric"]],
+    }
+
+
+def _risk_curve_needs(spec) -> dict:
+    from calbench.tables.curves import curve_cells
+
+    return curve_cells(spec)
+
+
+NEEDS = {
+    "metrics_by_method": lambda spec: {
+        "dataset": [spec["dataset"]],
+        "method": list(spec["columns"]),
+        "metric": list(spec["rows"]),
+    },
+    "datasets_by_method": lambda spec: {
+        "dataset": list(spec["rows"]),
+        "method": list(spec["columns"]),
+        "metric": _info_metrics(spec),
+    },
+    # Tasks are any data sets under the classifiers the rows name.
+    "ranks_by_group": lambda spec: {
+        "dataset": [ANY],
+        "classifier": list(spec["rows"]),
+        "method": list(spec["columns"]),
+        "metric": [spec["metric"]],
+    },
+    "mean_std": _mean_std_needs,
+    "risk_curve": _risk_curve_needs,
+}
+
 LAYOUTS = {
     "mean_std": mean_std,
     "risk_curve": risk_curve,
@@ -284,7 +337,17 @@ LAYOUTS = {
 }
 
 
-def build_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+def _checked_layout(spec) -> str:
     if spec.get("layout") not in LAYOUTS:
         raise unknown_name("layout", spec.get("layout"), LAYOUTS, f" (table {spec['name']})")
-    return LAYOUTS[spec["layout"]](spec, rows, direction)
+    return spec["layout"]
+
+
+def build_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
+    return LAYOUTS[_checked_layout(spec)](spec, rows, direction)
+
+
+def needed_cells(spec: dict) -> dict:
+    """The store rows ``spec``'s table reads, as ``{column: values}`` (``pairs``: (method,
+    criterion) pairs where the criterion matters; ``ANY``: any value serves)."""
+    return NEEDS[_checked_layout(spec)](spec)
