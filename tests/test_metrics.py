@@ -340,3 +340,31 @@ def test_every_metric_documents_its_parameters_and_return(name):
         prefix = r"\*\*" if parameter.kind is parameter.VAR_KEYWORD else ""
         line = rf"^{prefix}{parameter.name}( : .+)?$"
         assert re.search(line, documented, re.MULTILINE), (name, parameter.name)
+
+
+@pytest.mark.parametrize(("n", "k", "sharpen"), [(500, 3, 1.0), (5000, 10, 2.0), (20000, 5, 0.5)])
+def test_smooth_ece_equals_relplot(n, k, sharpen):
+    relplot = pytest.importorskip("relplot")
+    from calbench.metrics import smooth_ece
+
+    rng = np.random.default_rng(n)
+    z = rng.normal(size=(n, k)) * 2
+    true = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (true.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+    p = np.exp(z * sharpen) / np.exp(z * sharpen).sum(axis=1, keepdims=True)
+    f, correct = relplot.multiclass_logits_to_confidences(p, y, probs=True)
+    assert smooth_ece(p, y) == pytest.approx(relplot.smECE(f, correct), rel=1e-12)
+    fixed = relplot.smECE_sigma(f, correct, 0.05)
+    assert smooth_ece(p, y, bandwidth=0.05) == pytest.approx(fixed, rel=1e-12)
+
+
+def test_smooth_ece_sees_a_constant_gap_and_vanishes_when_calibrated(rng):
+    from calbench.metrics import smooth_ece
+
+    n = 200_000
+    confidence = rng.uniform(0.55, 0.95, n)  # class 0 is the top class
+    probs = np.column_stack([confidence, 1 - confidence])
+    calibrated = (rng.random(n) >= confidence).astype(int)  # class 0 with prob. confidence
+    assert smooth_ece(probs, calibrated) < 0.01
+    gap = (rng.random(n) >= confidence - 0.1).astype(int)  # 10 points over-confident
+    assert smooth_ece(probs, gap) == pytest.approx(0.1, abs=0.015)

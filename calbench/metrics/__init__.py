@@ -28,6 +28,7 @@ from calbench.metrics.decision import (
 from calbench.metrics.kde import kde_ece
 from calbench.metrics.ks import ks_error
 from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss, top1_brier
+from calbench.metrics.smooth import smooth_ece
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
 
 
@@ -54,6 +55,7 @@ METRICS = {
     "classwise_ece": MetricSpec(classwise_ece),
     "mce": MetricSpec(mce),
     "ks_error": MetricSpec(ks_error),
+    "smooth_ece": MetricSpec(smooth_ece),
     "confidence_variance": MetricSpec(confidence_variance),
     "true_confidence_ce": MetricSpec(true_confidence_ce, needs="true_probs"),
     "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
