@@ -38,6 +38,7 @@ from calbench.calibrators.parametric import (
 )
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
+from calbench.calibrators.structured import StructuredScaling
 from calbench.errors import CalbenchError, unknown_name
 
 CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
@@ -46,6 +47,8 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "bcts": (BiasCorrectedTemperatureScaling, {}),
     "vs": (VectorScaling, {}),
     "ms_odir": (MatrixScaling, {"regularization": "odir"}),
+    "sms": (StructuredScaling, {"structure": "matrix"}),
+    "svs": (StructuredScaling, {"structure": "vector"}),
     "dir": (DirichletCalibrator, {"regularization": "none"}),
     "dir_l2": (DirichletCalibrator, {"regularization": "l2"}),
     "dir_odir": (DirichletCalibrator, {"regularization": "odir"}),

@@ -1,0 +1,137 @@
+r"""Structured matrix and vector scaling (Berta, Holzmüller, Jordan and Bach, "Structured
+matrix scaling for multi-class calibration", AISTATS 2026), as ``probmetrics`` fits them.
+
+First temperature scaling (unregularised, on the log-loss), its probabilities mixed with the
+uniform distribution at weight :math:`c = 1/(n+1)` as probmetrics' ``ts-mix`` does (``n``
+the calibration samples; this bounds every log-probability below by about
+:math:`-\ln(nk)`); then, on those log-probabilities
+:math:`x = \ln((1-c)\,\mathrm{softmax}(z / T) + c/k)`, the map
+:math:`\mathrm{softmax}(W x + b)` with :math:`W = I + \mathrm{diag}(v) + M` (``sms``; M off the
+diagonal) or :math:`W = I + \mathrm{diag}(v)` (``svs``), minimising
+
+.. math::
+
+    \frac1n \sum_i -\ln \mathrm{softmax}(W x_i + b)_{y_i}
+    + \lambda_b \frac{k^\rho}{n^\tau} \|b\|^2 + \lambda_d \frac{k^\rho}{n^\tau} \|v\|^2
+    + \lambda_o \frac{(k(k-1))^\rho}{n^\tau} \|M\|^2
+
+(ridge penalties that shrink towards temperature scaling and scale with the number of
+classes ``k`` and samples ``n``; the paper's defaults are all 1). Differences from
+``probmetrics`` 1.3's ``SMSCalibrator``/``SVSCalibrator`` (``opt="bfgs"``, ``penalty=
+"ridge"``): calbench keeps the log-probabilities in float64 where probmetrics rounds the
+probabilities to float32 and clips their logs at ln(float32 tiny) = -87.3 (only
+probabilities below 1e-38 differ), and fits by scipy's L-BFGS-B with closed-form gradients
+instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/test_structured.py).
+Their SAGA solver and non-ridge penalties (lasso, MCP, group lasso) are not implemented.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calbench.calibrators.parametric import ParametricCalibrator, TemperatureScaling
+from calbench.errors import check_choice
+from calbench.simplex import softmax
+
+
+class StructuredScaling(ParametricCalibrator):
+    """SMS (``structure="matrix"``) or SVS (``structure="vector"``) of Berta et al.
+    (module docstring); ``temperature_``, ``uniform_weight_`` (1 / (n + 1)), ``coef_`` (W,
+    or its diagonal for SVS) and ``intercept_`` (b) are fitted.
+
+    Parameters
+    ----------
+    structure : {"matrix", "vector"}
+        SMS (full W) or SVS (diagonal W).
+    lambda_intercept, lambda_diagonal, lambda_off_diagonal : float
+        The penalties' base strengths (the paper's defaults: 1).
+    rho, tau : float
+        How the strengths scale with the classes (``k^rho``) and the samples (``n^-tau``).
+    criterion : str or dict
+        What the map after the temperature minimises (`calbench.criteria`; ``nll``, the
+        paper's). The temperature is always fitted on the log-loss.
+    max_iter : int
+        The most L-BFGS iterations.
+    tol : float
+        L-BFGS's gradient tolerance (see `TemperatureScaling`).
+    warm_start : bool
+        Start a refit from the previous solution.
+    device : str
+        Where the log-loss and its gradient are computed (see `TemperatureScaling`).
+    """
+
+    def __init__(
+        self,
+        structure="matrix",
+        lambda_intercept=1.0,
+        lambda_diagonal=1.0,
+        lambda_off_diagonal=1.0,
+        rho=1.0,
+        tau=1.0,
+        criterion="nll",
+        max_iter=2000,
+        tol=1e-8,
+        warm_start=False,
+        device="cpu",
+    ):
+        self.structure = structure
+        self.lambda_intercept = lambda_intercept
+        self.lambda_diagonal = lambda_diagonal
+        self.lambda_off_diagonal = lambda_off_diagonal
+        self.rho = rho
+        self.tau = tau
+        self.criterion = criterion
+        self.max_iter = max_iter
+        self.tol = tol
+        self.warm_start = warm_start
+        self.device = device
+
+    def _matrix(self) -> bool:
+        kind = ("matrix", "vector")
+        return check_choice(self.structure, "structure", type(self).__name__, kind) == "matrix"
+
+    def _features(self, logits):
+        mix = self.uniform_weight_
+        return np.log((1 - mix) * softmax(logits / self.temperature_) + mix / logits.shape[1])
+
+    def _fit(self, logits, y):
+        self.temperature_ = TemperatureScaling().fit(logits, y).temperature_
+        n, k = logits.shape
+        self.uniform_weight_ = 1.0 / (n + 1)
+        scale = k**self.rho / n**self.tau
+        self.penalties_ = {
+            "intercept": self.lambda_intercept * scale,
+            "diagonal": self.lambda_diagonal * scale,
+            "off_diagonal": self.lambda_off_diagonal * (k * (k - 1)) ** self.rho / n**self.tau,
+        }
+        super()._fit(logits, y)
+
+    def _initial_params(self, n_classes):
+        coef = np.eye(n_classes) if self._matrix() else np.ones(n_classes)
+        return {"coef_": coef, "intercept_": np.zeros(n_classes)}
+
+    def _forward(self, params, x):
+        coef = params["coef_"]
+        return (x @ coef.T if coef.ndim == 2 else x * coef) + params["intercept_"]
+
+    def _backward(self, params, x, out, grad_out):
+        coef = grad_out.T @ x if params["coef_"].ndim == 2 else (grad_out * x).sum(axis=0)
+        return {"coef_": coef, "intercept_": grad_out.sum(axis=0)}
+
+    def _penalty(self, params):
+        w, b = params["coef_"], params["intercept_"]
+        lam = self.penalties_
+        if w.ndim == 1:
+            delta, off = w - 1.0, np.zeros(0)
+        else:
+            delta = np.diag(w) - 1.0
+            off = w - np.diag(np.diag(w))
+        value = (
+            lam["intercept"] * (b**2).sum()
+            + lam["diagonal"] * (delta**2).sum()
+            + lam["off_diagonal"] * (off**2).sum()
+        )
+        grad_w = 2 * lam["diagonal"] * delta
+        if w.ndim == 2:
+            grad_w = np.diag(grad_w) + 2 * lam["off_diagonal"] * off
+        return value, {"coef_": grad_w, "intercept_": 2 * lam["intercept"] * b}
