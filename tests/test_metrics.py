@@ -368,3 +368,39 @@ def test_smooth_ece_sees_a_constant_gap_and_vanishes_when_calibrated(rng):
     assert smooth_ece(probs, calibrated) < 0.01
     gap = (rng.random(n) >= confidence - 0.1).astype(int)  # 10 points over-confident
     assert smooth_ece(probs, gap) == pytest.approx(0.1, abs=0.015)
+
+
+@pytest.mark.parametrize(("n", "k", "sharpen"), [(2000, 5, 2.0), (5000, 10, 0.7)])
+def test_calibration_refinement_split_equals_probmetrics(n, k, sharpen):
+    torch = pytest.importorskip("torch")
+    probmetrics = pytest.importorskip("probmetrics.metrics")
+    from calbench.metrics import (
+        brier,
+        calibration_brier,
+        calibration_log_loss,
+        log_loss,
+        refinement_brier,
+        refinement_log_loss,
+    )
+
+    rng = np.random.default_rng(k)
+    z = rng.normal(size=(n, k)) * 2
+    truth = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (truth.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+    p = np.exp(z * sharpen) / np.exp(z * sharpen).sum(axis=1, keepdims=True)
+    ours = {
+        "calib-err_logloss_ts-mix_all": calibration_log_loss(p, y),
+        "refinement_logloss_ts-mix_all": refinement_log_loss(p, y),
+        "calib-err_brier_ts-mix_all": calibration_brier(p, y),
+        "refinement_brier_ts-mix_all": refinement_brier(p, y),
+    }
+    reference = probmetrics.Metrics.from_names(list(ours)).compute_all_from_labels_probs(
+        torch.as_tensor(y), torch.as_tensor(p)
+    )
+    for name, value in ours.items():
+        assert value == pytest.approx(float(reference[name]), abs=1e-9), name
+    assert ours["calib-err_logloss_ts-mix_all"] > 0.05  # the predictions are mis-tempered
+    total = ours["calib-err_logloss_ts-mix_all"] + ours["refinement_logloss_ts-mix_all"]
+    assert total == pytest.approx(log_loss(p, y), rel=1e-12)
+    total = ours["calib-err_brier_ts-mix_all"] + ours["refinement_brier_ts-mix_all"]
+    assert total == pytest.approx(brier(p, y), rel=1e-12)

@@ -27,6 +27,12 @@ from calbench.metrics.decision import (
 )
 from calbench.metrics.kde import kde_ece
 from calbench.metrics.ks import ks_error
+from calbench.metrics.refinement import (
+    calibration_brier,
+    calibration_log_loss,
+    refinement_brier,
+    refinement_log_loss,
+)
 from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss, top1_brier
 from calbench.metrics.smooth import smooth_ece
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
@@ -56,6 +62,11 @@ METRICS = {
     "mce": MetricSpec(mce),
     "ks_error": MetricSpec(ks_error),
     "smooth_ece": MetricSpec(smooth_ece),
+    # Berta et al.'s calibration-refinement split (calibration + refinement = the loss).
+    "calibration_log_loss": MetricSpec(calibration_log_loss),
+    "refinement_log_loss": MetricSpec(refinement_log_loss),
+    "calibration_brier": MetricSpec(calibration_brier),
+    "refinement_brier": MetricSpec(refinement_brier),
     "confidence_variance": MetricSpec(confidence_variance),
     "true_confidence_ce": MetricSpec(true_confidence_ce, needs="true_probs"),
     "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
@@ -129,6 +140,8 @@ __all__ = [
     "argmax_changed",
     "average_loss_gap",
     "brier",
+    "calibration_brier",
+    "calibration_log_loss",
     "classwise_ece",
     "classwise_ece_accepted",
     "classwise_ece_p_value",
@@ -143,7 +156,10 @@ __all__ = [
     "log_loss",
     "mce",
     "model_risk",
+    "refinement_brier",
+    "refinement_log_loss",
     "risk_gap",
+    "smooth_ece",
     "top1_brier",
     "true_classwise_ce",
     "true_confidence_ce",
