@@ -404,3 +404,31 @@ def test_calibration_refinement_split_equals_probmetrics(n, k, sharpen):
     assert total == pytest.approx(log_loss(p, y), rel=1e-12)
     total = ours["calib-err_brier_ts-mix_all"] + ours["refinement_brier_ts-mix_all"]
     assert total == pytest.approx(brier(p, y), rel=1e-12)
+
+
+def test_confidence_ece_sweep_takes_the_most_monotone_equal_size_bins(rng):
+    """Roelofs et al.'s ECE_sweep (equal mass), against the definition written as a loop
+    over bin counts with numpy.array_split."""
+    from calbench.metrics import confidence_ece, confidence_ece_sweep
+
+    n = 3000
+    confidence = rng.uniform(0.5, 1.0, n)
+    probs = np.column_stack([confidence, 1 - confidence])
+    y = (rng.random(n) >= confidence - 0.05).astype(int)  # 5 points over-confident
+    correct = (y == 0).astype(float)
+    order = np.argsort(confidence, kind="stable")
+    expected_bins = 1
+    for b in range(2, n + 1):
+        accuracies = [correct[part].mean() for part in np.array_split(order, b)]
+        if any(hi < lo for lo, hi in zip(accuracies[:-1], accuracies[1:], strict=True)):
+            break
+        expected_bins = b
+    assert 2 < expected_bins < 50
+    expected = confidence_ece(probs, y, n_bins=expected_bins, binning="equal_size")
+    assert confidence_ece_sweep(probs, y) == pytest.approx(expected, rel=1e-12)
+    # Outcomes that rise with the confidence everywhere keep every sample in its own bin.
+    ordered = np.where(np.arange(n) < n // 2, 1, 0)[np.argsort(order)]
+    sorted_probs = np.column_stack([confidence, 1 - confidence])
+    assert confidence_ece_sweep(sorted_probs, ordered) == pytest.approx(
+        confidence_ece(sorted_probs, ordered, n_bins=n, binning="equal_size")
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calbench.errors import unknown_name
-from calbench.metrics.binned import classwise_ece, confidence_ece, mce
+from calbench.metrics.binned import classwise_ece, confidence_ece, confidence_ece_sweep, mce
 from calbench.metrics.consistency import (
     classwise_ece_accepted,
     classwise_ece_p_value,
@@ -58,6 +58,7 @@ METRICS = {
     "top1_brier": MetricSpec(top1_brier),
     "kde_ece": MetricSpec(kde_ece),
     "confidence_ece": MetricSpec(confidence_ece),
+    "confidence_ece_sweep": MetricSpec(confidence_ece_sweep),
     "classwise_ece": MetricSpec(classwise_ece),
     "mce": MetricSpec(mce),
     "ks_error": MetricSpec(ks_error),
@@ -148,6 +149,7 @@ __all__ = [
     "confidence_ece",
     "confidence_ece_accepted",
     "confidence_ece_p_value",
+    "confidence_ece_sweep",
     "confidence_variance",
     "empirical_risk",
     "evaluate",

@@ -173,3 +173,51 @@ def mce(probs, y, n_bins=15, binning="equal_width") -> float:
     )
     filled = counts > 0
     return float(np.abs(mean_outcome[filled] - mean_score[filled]).max())
+
+
+def sweep_bin_count(scores, outcomes) -> int:
+    """The most equal-size bins whose mean outcomes still rise (weakly) from bin to bin
+    (Roelofs et al. 2022's monotonic sweep): more bins than that fit noise."""
+    order = np.argsort(scores, kind="stable")
+    cumulative = np.concatenate([[0.0], np.cumsum(np.asarray(outcomes, np.float64)[order])])
+    n = len(scores)
+    best = 1
+    for n_bins in range(2, n + 1):
+        sizes = np.full(n_bins, n // n_bins)
+        sizes[: n % n_bins] += 1  # numpy.array_split's sizes, as `bin_indices`
+        edges = np.concatenate([[0], np.cumsum(sizes)])
+        means = np.diff(cumulative[edges]) / sizes
+        if np.any(np.diff(means) < 0):
+            break
+        best = n_bins
+    return best
+
+
+def confidence_ece_sweep(probs, y, alpha=1) -> float:
+    r"""Confidence-ECE with equal-size bins at a data-dependent count (Roelofs et al. 2022,
+    "Mitigating bias in calibration error estimation", ECE_sweep with equal mass): the
+    largest number of bins for which the accuracy per bin is monotone in the confidence.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    alpha : {1, 2}
+        Order of the norm (Roelofs et al. report both).
+
+    Returns
+    -------
+    float
+        In [0, 1]; lower is better. Equal to ``confidence_ece(probs, y,
+        n_bins=b, binning="equal_size", alpha=alpha)`` at the swept ``b``
+        (`sweep_bin_count`).
+    """
+    _options("confidence_ece_sweep", 2, "equal_size", alpha)
+    p, y = probs_and_labels(probs, y, "confidence_ece_sweep")
+    top = p.argmax(axis=1)
+    confidence = p[np.arange(len(y)), top]
+    correct = (top == y).astype(np.float64)
+    n_bins = sweep_bin_count(confidence, correct)
+    return _binned_error(confidence, correct, n_bins, "equal_size", alpha)
