@@ -159,3 +159,28 @@ def test_c100_superclass_sums_fine_probabilities_into_the_20_superclasses(tmp_pa
     np.testing.assert_array_equal(data.y_test, mapping[y_test])
     expected = np.stack([softmax(z_test)[:, mapping == c].sum(1) for c in range(20)], axis=1)
     np.testing.assert_allclose(data.probs_test, expected, atol=1e-12)
+
+
+def test_em_test_prior_equals_abstention_and_finds_the_shift():
+    """Saerens et al.'s EM, as abstention's EMImbalanceAdapter runs it (same start, same
+    stopping rule), on calibrated posteriors whose test set is resampled to another prior."""
+    label_shift = pytest.importorskip("abstention.label_shift")
+    from calbench.decision.shift import adapt_posteriors, em_test_prior
+
+    rng = np.random.default_rng(0)
+    n, k = 4000, 5
+    z = rng.normal(size=(2 * n, k)) * 2
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (p.cumsum(axis=1) > rng.random((2 * n, 1))).argmax(axis=1)
+    valid, test, y_test = p[:n], p[n:], y[n:]
+    keep = rng.random(n) < np.array([1.0, 0.33, 0.33, 0.1, 0.07])[y_test]
+    test, y_test = test[keep], y_test[keep]
+    train = valid.mean(axis=0)
+    ours = em_test_prior(test, train)
+    adapter = label_shift.EMImbalanceAdapter()(
+        tofit_initial_posterior_probs=test, valid_posterior_probs=valid
+    )
+    np.testing.assert_allclose(ours, adapter.multipliers * train, atol=1e-12)
+    np.testing.assert_allclose(adapt_posteriors(test, train, ours), adapter(test), atol=1e-12)
+    true = np.bincount(y_test, minlength=k) / len(y_test)
+    assert np.abs(ours - true).max() < 0.03 < np.abs(train - true).max()

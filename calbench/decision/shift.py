@@ -59,3 +59,38 @@ def adapt_posteriors(probs, train_prior, test_prior) -> np.ndarray:
 def importance_weights(y, train_prior, test_prior) -> np.ndarray:
     """Eq. 3.37's weights p_test(y_i) / p_train(y_i)."""
     return (np.asarray(test_prior) / np.asarray(train_prior))[np.asarray(y)]
+
+
+def em_test_prior(probs, train_prior, tol=1e-6, max_iter=100) -> np.ndarray:
+    """The test prior of unlabelled test predictions by EM (Saerens et al. 2002), where Ho
+    3.5 assumes it known: alternately adapt the posteriors to the current prior
+    (`adapt_posteriors`) and take their mean as the next prior, from ``train_prior``.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        The calibrated posteriors p_train(y | x) of the test inputs.
+    train_prior : array-like of shape (n_classes,)
+        p_train(y); Alexandari et al. 2020 (and the abstention package) use the mean
+        calibrated posterior of the calibration data, so that no shift is found there.
+    tol : float
+        Stop when no class's prior moves by more than ``tol`` in an iteration.
+    max_iter : int
+        The most iterations.
+
+    Returns
+    -------
+    ndarray of shape (n_classes,)
+        The estimated p_test(y); `adapt_posteriors` with it gives the adapted posteriors.
+        The same iterations and stopping rule as abstention's ``EMImbalanceAdapter``.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    train = check_prior(train_prior, probs.shape[1], "em_test_prior", positive=True)
+    current = train
+    following = adapt_posteriors(probs, train, current).mean(axis=0)
+    for _ in range(max_iter - 1):
+        if not np.any(np.abs(following - current) > tol):
+            break
+        current = following
+        following = adapt_posteriors(probs, train, current).mean(axis=0)
+    return following
