@@ -184,3 +184,31 @@ def test_em_test_prior_equals_abstention_and_finds_the_shift():
     np.testing.assert_allclose(adapt_posteriors(test, train, ours), adapter(test), atol=1e-12)
     true = np.bincount(y_test, minlength=k) / len(y_test)
     assert np.abs(ours - true).max() < 0.03 < np.abs(train - true).max()
+
+
+@pytest.mark.parametrize("soft", [False, True])
+def test_bbse_weights_equal_abstention_and_find_the_shift(soft):
+    label_shift = pytest.importorskip("abstention.label_shift")
+    from calbench.decision.shift import adapt_posteriors, bbse_weights
+
+    rng = np.random.default_rng(1)
+    n, k = 6000, 4
+    z = rng.normal(size=(2 * n, k)) * 2
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (p.cumsum(axis=1) > rng.random((2 * n, 1))).argmax(axis=1)
+    valid, y_valid, test, y_test = p[:n], y[:n], p[n:], y[n:]
+    keep = rng.random(n) < np.array([1.0, 0.5, 0.25, 0.1])[y_test]
+    test, y_test = test[keep], y_test[keep]
+    ours = bbse_weights(test, valid, y_valid, soft=soft)
+    adapter = label_shift.BBSEImbalanceAdapter(soft=soft)(
+        valid_labels=np.eye(k)[y_valid],
+        tofit_initial_posterior_probs=test,
+        valid_posterior_probs=valid,
+    )
+    np.testing.assert_allclose(ours, adapter.multipliers, atol=1e-10)
+    prior = np.bincount(y_valid, minlength=k) / n
+    np.testing.assert_allclose(
+        adapt_posteriors(test, prior, prior * ours), adapter(test), atol=1e-10
+    )
+    true_ratios = (np.bincount(y_test, minlength=k) / len(y_test)) / prior
+    assert np.abs(ours - true_ratios).max() < 0.05  # truth: 2.10, 1.09, 0.54, 0.22

@@ -94,3 +94,42 @@ def em_test_prior(probs, train_prior, tol=1e-6, max_iter=100) -> np.ndarray:
         current = following
         following = adapt_posteriors(probs, train, current).mean(axis=0)
     return following
+
+
+def bbse_weights(probs_test, probs_valid, y_valid, soft=False) -> np.ndarray:
+    """The ratios p_test(y) / p_train(y) by black-box shift estimation (Lipton et al. 2018):
+    the solution ``w`` of ``C w = mu``, with ``C`` the joint frequencies of (prediction,
+    label) on labelled validation data and ``mu`` the prediction frequencies on the test
+    inputs; negative ratios are set to 0, as the abstention package does.
+
+    Parameters
+    ----------
+    probs_test : array-like of shape (n_test, n_classes)
+        Posteriors of the unlabelled test inputs.
+    probs_valid : array-like of shape (n_valid, n_classes)
+        Posteriors of labelled validation inputs from the training distribution.
+    y_valid : array-like of shape (n_valid,)
+        Their integer labels.
+    soft : bool
+        Count probabilities instead of argmax predictions (abstention's ``soft=True``).
+
+    Returns
+    -------
+    ndarray of shape (n_classes,)
+        The estimated ratios; ``adapt_posteriors(p, prior, prior * w)`` adapts posteriors
+        with them. Equal to abstention's ``BBSEImbalanceAdapter`` multipliers.
+    """
+    test = np.asarray(probs_test, dtype=np.float64)
+    valid = np.asarray(probs_valid, dtype=np.float64)
+    k = valid.shape[1]
+    if not soft:  # argmax predictions, first class on ties
+        test, valid = np.eye(k)[test.argmax(axis=1)], np.eye(k)[valid.argmax(axis=1)]
+    joint = valid.T @ np.eye(k)[np.asarray(y_valid)] / len(valid)
+    try:
+        ratios = np.linalg.solve(joint, test.mean(axis=0))
+    except np.linalg.LinAlgError:
+        raise CalbenchError(
+            "bbse_weights: the validation confusion matrix is singular (a class is never "
+            "predicted or never occurs); use soft=True or more validation data."
+        ) from None
+    return np.where(ratios >= 0, ratios, 0.0)
