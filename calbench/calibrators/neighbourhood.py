@@ -38,9 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.special import gammaln
-from threadpoolctl import threadpool_limits
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.threads import blas_threads
 from calbench.errors import CalbenchError, check_choice
 from calbench.simplex import log_softmax
 
@@ -118,7 +118,7 @@ class NeighbourhoodCalibrator(Calibrator):
             # The chunk's exp / argpartition run one core each (numpy releases the GIL in
             # them); chunks in parallel, each with one BLAS thread, are 1.7x faster on 2
             # cores at 100000 x 5000. Every chunk writes its own rows: the same numbers.
-            with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+            with blas_threads(1), ThreadPoolExecutor(workers) as pool:
                 list(pool.map(predict, starts))
         return crop(out, self.epsilon_, self.cropping)
 

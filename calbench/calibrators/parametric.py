@@ -15,11 +15,11 @@ import warnings
 import numpy as np
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import ThreadpoolController
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial
+from calbench.calibrators.threads import blas_threads
 from calbench.criteria import get_criterion
 from calbench.device import resolve_device
 from calbench.errors import CalbenchError, check_choice
@@ -33,8 +33,6 @@ F = LazyModule("torch.nn.functional")
 _MULTITHREAD_FLOPS = 1e9
 # Matrix-scaling fits with n * k * k at least this compute their products in float32.
 _FLOAT32_PRODUCTS = 5e9
-# Found once: looking the BLAS libraries up costs milliseconds, more than a small fit.
-_THREADPOOLS = ThreadpoolController()
 
 
 #: The Parameters section of the one-temperature and per-class scaling maps.
@@ -74,7 +72,7 @@ def _accelerator(name):
 
 def _blas_threads(flops: float):
     """One BLAS thread for small problems (see `ParametricCalibrator._fit`), else all."""
-    return _THREADPOOLS.limit(limits=1 if flops < _MULTITHREAD_FLOPS else None, user_api="blas")
+    return blas_threads(1 if flops < _MULTITHREAD_FLOPS else None)
 
 
 class ParametricCalibrator(Calibrator):

@@ -29,7 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.calibrators.parametric import ParametricCalibrator, TemperatureScaling
+from calbench.calibrators.parametric import (
+    MatrixScaling,
+    ParametricCalibrator,
+    TemperatureScaling,
+    VectorScaling,
+)
 from calbench.errors import check_choice
 from calbench.simplex import softmax
 
@@ -110,13 +115,15 @@ class StructuredScaling(ParametricCalibrator):
         coef = np.eye(n_classes) if self._matrix() else np.ones(n_classes)
         return {"coef_": coef, "intercept_": np.zeros(n_classes)}
 
+    def _map(self):
+        """The map whose forward pass and chain rule this one's are (same parameters)."""
+        return MatrixScaling if self._matrix() else VectorScaling
+
     def _forward(self, params, x):
-        coef = params["coef_"]
-        return (x @ coef.T if coef.ndim == 2 else x * coef) + params["intercept_"]
+        return self._map()._forward(self, params, x)
 
     def _backward(self, params, x, out, grad_out):
-        coef = grad_out.T @ x if params["coef_"].ndim == 2 else (grad_out * x).sum(axis=0)
-        return {"coef_": coef, "intercept_": grad_out.sum(axis=0)}
+        return self._map()._backward(self, params, x, out, grad_out)
 
     def _penalty(self, params):
         w, b = params["coef_"], params["intercept_"]

@@ -87,12 +87,11 @@ def em_test_prior(probs, train_prior, tol=1e-6, max_iter=100) -> np.ndarray:
     probs = np.asarray(probs, dtype=np.float64)
     train = check_prior(train_prior, probs.shape[1], "em_test_prior", positive=True)
     current = train
-    following = adapt_posteriors(probs, train, current).mean(axis=0)
-    for _ in range(max_iter - 1):
+    for _ in range(max_iter):
+        following = adapt_posteriors(probs, train, current).mean(axis=0)
         if not np.any(np.abs(following - current) > tol):
             break
         current = following
-        following = adapt_posteriors(probs, train, current).mean(axis=0)
     return following
 
 

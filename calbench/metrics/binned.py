@@ -75,6 +75,13 @@ def _binned_error(scores, outcomes, n_bins, binning, alpha) -> float:
     return float((counts[filled] / len(scores) @ gaps) ** (1.0 / alpha))
 
 
+def top_label(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The confidence ``max_j p_ij`` (the first class on ties) and whether that class is
+    the label, as floats: the pair every top-label measure bins or smooths."""
+    top = p.argmax(axis=1)
+    return p[np.arange(len(y)), top], (top == y).astype(np.float64)
+
+
 def _options(owner, n_bins, binning, alpha):
     check_int(n_bins, "n_bins", owner)
     check_choice(binning, "binning", owner, BINNINGS)
@@ -106,9 +113,7 @@ def confidence_ece(probs, y, n_bins=15, binning="equal_width", alpha=1) -> float
     """
     _options("confidence_ece", n_bins, binning, alpha)
     p, y = probs_and_labels(probs, y, "confidence_ece")
-    top = p.argmax(axis=1)
-    confidence = p[np.arange(len(y)), top]
-    return _binned_error(confidence, (top == y).astype(np.float64), n_bins, binning, alpha)
+    return _binned_error(*top_label(p, y), n_bins, binning, alpha)
 
 
 def classwise_ece(probs, y, n_bins=15, binning="equal_width", alpha=1, reduction="mean") -> float:
@@ -167,10 +172,7 @@ def mce(probs, y, n_bins=15, binning="equal_width") -> float:
     """
     _options("mce", n_bins, binning, 1)
     p, y = probs_and_labels(probs, y, "mce")
-    top = p.argmax(axis=1)
-    counts, mean_score, mean_outcome = bin_statistics(
-        p[np.arange(len(y)), top], (top == y).astype(np.float64), n_bins, binning
-    )
+    counts, mean_score, mean_outcome = bin_statistics(*top_label(p, y), n_bins, binning)
     filled = counts > 0
     return float(np.abs(mean_outcome[filled] - mean_score[filled]).max())
 
@@ -216,8 +218,6 @@ def confidence_ece_sweep(probs, y, alpha=1) -> float:
     """
     _options("confidence_ece_sweep", 2, "equal_size", alpha)
     p, y = probs_and_labels(probs, y, "confidence_ece_sweep")
-    top = p.argmax(axis=1)
-    confidence = p[np.arange(len(y)), top]
-    correct = (top == y).astype(np.float64)
+    confidence, correct = top_label(p, y)
     n_bins = sweep_bin_count(confidence, correct)
     return _binned_error(confidence, correct, n_bins, "equal_size", alpha)

@@ -6,6 +6,7 @@ import numpy as np
 
 from calbench.errors import CalbenchError
 from calbench.metrics._checks import probs_and_labels
+from calbench.metrics.binned import top_label
 from calbench.simplex import TINY
 
 
@@ -99,8 +100,8 @@ def top1_brier(probs, y) -> float:
         In [0, 1]; lower is better.
     """
     p, y = probs_and_labels(probs, y, "top1_brier")
-    top = p.argmax(axis=1)
-    return float(((p[np.arange(len(y)), top] - (top == y)) ** 2).mean())
+    confidence, correct = top_label(p, y)
+    return float(((confidence - correct) ** 2).mean())
 
 
 def confidence_variance(probs, y=None) -> float:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.metrics._checks import probs_and_labels
+from calbench.metrics.binned import top_label
 
 # relplot's constants (metrics.py, kernels.py).
 _DENSITY_FLOOR = 1e-4
@@ -36,29 +37,34 @@ _HALVINGS = 10
 _SMALLEST_BANDWIDTH = 1e-3
 
 
-def _kernel_sum(scores, values, sigma, at):
-    """``sum_i K(t, f_i) v_i`` at the points ``at``, K the reflected Gaussian of ``sigma``."""
+def _kernel_sums(scores, values, sigma, at):
+    """``sum_i K(t, f_i) v_i`` at the points ``at`` for each array of ``values``, K the
+    reflected Gaussian of ``sigma`` (the scores' binning and the kernel made once)."""
     n_grid = max(2000, round(20 / sigma)) // 2 + 1
     position = scores * (n_grid - 1)
     left = position.astype(np.int64).clip(0, n_grid - 2)
     frac = position - left
-    binned = np.bincount(left, weights=(1 - frac) * values, minlength=n_grid)
-    binned += np.bincount(left + 1, weights=frac * values, minlength=n_grid)
     grid = np.linspace(0.0, 1.0, n_grid)
     kernel = np.exp(-((grid - 0.5) ** 2) / (2 * sigma**2)) / (np.sqrt(2 * np.pi) * sigma)
-    mirrored = np.concatenate([binned[::-1][:-1], binned, binned[::-1][1:]])
-    start = n_grid // 2
-    smoothed = np.convolve(mirrored, kernel, "valid")[start : start + n_grid]
     index = (at * (n_grid - 1)).astype(np.int64).clip(0, n_grid - 2)
     weight = (at - index / (n_grid - 1)) * (n_grid - 1)
-    return smoothed[index] * (1 - weight) + smoothed[index + 1] * weight
+    start = n_grid // 2
+    sums = []
+    for v in values:
+        binned = np.bincount(left, weights=(1 - frac) * v, minlength=n_grid)
+        binned += np.bincount(left + 1, weights=frac * v, minlength=n_grid)
+        mirrored = np.concatenate([binned[::-1][:-1], binned, binned[::-1][1:]])
+        smoothed = np.convolve(mirrored, kernel, "valid")[start : start + n_grid]
+        sums.append(smoothed[index] * (1 - weight) + smoothed[index + 1] * weight)
+    return sums
 
 
 def smooth_ece_at(scores, outcomes, sigma: float) -> float:
     """smECE of (score, outcome) pairs at the fixed bandwidth ``sigma``."""
     at = np.linspace(0.0, 1.0, max(round(10 / sigma), _MIN_MESH))
-    density = _kernel_sum(scores, np.ones_like(scores), sigma, at) + _DENSITY_FLOOR
-    residual = _kernel_sum(scores, scores - outcomes, sigma, at) / density
+    counts, residuals = _kernel_sums(scores, [np.ones_like(scores), scores - outcomes], sigma, at)
+    density = counts + _DENSITY_FLOOR
+    residual = residuals / density
     return float(np.sum(np.abs(residual) * density) / np.sum(density))
 
 
@@ -100,8 +106,6 @@ def smooth_ece(probs, y, bandwidth=None) -> float:
         correctness indicators (tests/test_metrics.py).
     """
     p, y = probs_and_labels(probs, y, "smooth_ece")
-    top = p.argmax(axis=1)
-    scores = p[np.arange(len(y)), top]
-    outcomes = (top == y).astype(np.float64)
+    scores, outcomes = top_label(p, y)
     sigma = smooth_ece_bandwidth(scores, outcomes) if bandwidth is None else float(bandwidth)
     return smooth_ece_at(scores, outcomes, sigma)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from calbench.decision.family import curve_eps, curve_metric
 from calbench.errors import CalbenchError
-from calbench.tables.layouts import RankedTable, mean_std
+from calbench.tables.layouts import ANY, RankedTable, mean_std
 
 
 def _lines(spec) -> list[str]:
@@ -73,7 +73,7 @@ def curve_cells(spec: dict) -> dict:
     pairs = [tuple(key.split("/")) for key in _lines(spec)]
     shift = (spec.get("where") or {}).get("shift", "none")
     metrics = [curve_metric(eps) for eps in _table_eps(spec)]
-    return {"dataset": ["*"], "pairs": pairs, "metric": metrics, "shift": [shift]}
+    return {"dataset": [ANY], "pairs": pairs, "metric": metrics, "shift": [shift]}
 
 
 def curve_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:

@@ -286,18 +286,10 @@ def _info_metrics(spec) -> list[str]:
 
 
 def _mean_std_needs(spec) -> dict:
-    methods, criteria = zip(*(key.split("/") for key in spec["rows"]), strict=True)
+    pairs = [tuple(key.split("/")) for key in spec["rows"]]
     if spec.get("columns_by", "dataset") == "metric":
-        return {
-            "dataset": [ANY],
-            "pairs": list(zip(methods, criteria, strict=True)),
-            "metric": list(spec["columns"]),
-        }
-    return {
-        "dataset": list(spec["columns"]),
-        "pairs": list(zip(methods, criteria, strict=True)),
-        "metric": [spec["metric"]],
-    }
+        return {"dataset": [ANY], "pairs": pairs, "metric": list(spec["columns"])}
+    return {"dataset": list(spec["columns"]), "pairs": pairs, "metric": [spec["metric"]]}
 
 
 def _risk_curve_needs(spec) -> dict:
