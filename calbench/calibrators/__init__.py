@@ -39,6 +39,8 @@ from calbench.calibrators.parametric import (
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
 from calbench.calibrators.structured import StructuredScaling
+from calbench.calibrators.top_versus_all import TopVersusAll
+from calbench.calibrators.venn_abers import VennAbersCalibrator
 from calbench.errors import CalbenchError, unknown_name
 
 CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
@@ -70,6 +72,8 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "dec": (DecisionCalibrator, {}),
     "iop_full": (OrderPreservingCalibrator, {"family": "full"}),
     "iop_diag": (OrderPreservingCalibrator, {"family": "diagonal"}),
+    "tva": (TopVersusAll, {}),
+    "venn_abers": (VennAbersCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
 }
 

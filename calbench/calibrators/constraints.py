@@ -74,6 +74,7 @@ CONSTRAINTS = {
         (
             "max_iter",
             "n_bins",
+            "n_folds",
             "n_neighbors",
             "n_steps",
             "n_transforms",

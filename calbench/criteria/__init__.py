@@ -16,6 +16,7 @@ from calbench.criteria.decision import TRAINED_PER_EPS, decision_criterion  # no
 from calbench.device import resolve_device
 from calbench.errors import CalbenchError, unknown_name
 from calbench.lazy import LazyModule
+from calbench.simplex import TINY
 
 torch = LazyModule("torch")
 
@@ -56,6 +57,35 @@ def mse(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     return value, grad
 
 
+def top_label_bce(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Binary cross-entropy of the top-label confidence ``q = max softmax(z)`` against
+    ``c = 1[argmax z = y]``: the top-versus-all criterion of Le Coz et al. (NeurIPS 2024),
+    their ``binary_cross_entropy(confidence, correct)`` for TS_tva / VS_tva / Dir-ODIR_tva.
+
+    With ``e_j = exp(z_j - z_top)`` and ``R = sum_{j != top} e_j``: ``log q = -log(1 + R)``
+    and ``log(1 - q) = log R - log(1 + R)``, so neither side cancels when ``q`` is near 1.
+    The gradient is ``(-c + (1 - c) / R) (onehot(top) - p) / n``; like their ``torch.max``
+    it treats the arg max as fixed (it is piecewise constant in the logits).
+    """
+    n = len(y)
+    rows = np.arange(n)
+    top = logits.argmax(axis=1)
+    shifted = logits - logits[rows, top][:, None]
+    np.maximum(shifted, _EXP_FLOOR, out=shifted)
+    e = np.exp(shifted, out=shifted)
+    e[rows, top] = 0.0
+    rest = np.maximum(e.sum(axis=1), TINY)
+    correct = (top == y).astype(np.float64)
+    log_norm = np.log1p(rest)
+    value = float((correct * log_norm - (1.0 - correct) * (np.log(rest) - log_norm)).mean())
+    probs = e / (1.0 + rest)[:, None]
+    probs[rows, top] = 1.0 / (1.0 + rest)
+    weight = (-correct + (1.0 - correct) / rest) / n
+    grad = -weight[:, None] * probs
+    grad[rows, top] += weight
+    return value, grad
+
+
 def from_torch(loss_fn, device=None):
     """Wrap ``loss_fn(logits: Tensor, y: Tensor) -> scalar Tensor`` as a criterion computed
     on ``device`` (see `calbench.device.resolve_device`)."""
@@ -71,7 +101,7 @@ def from_torch(loss_fn, device=None):
     return criterion
 
 
-CRITERIA = {"nll": nll, "mse": mse}
+CRITERIA = {"nll": nll, "mse": mse, "top_label_bce": top_label_bce}
 #: Criteria with options (loss matrices, lambda, beta), built per fit: name -> torch loss.
 PARAMETRISED = {
     "ece": decision.ece_loss,
