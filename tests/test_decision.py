@@ -212,3 +212,61 @@ def test_bbse_weights_equal_abstention_and_find_the_shift(soft):
     )
     true_ratios = (np.bincount(y_test, minlength=k) / len(y_test)) / prior
     assert np.abs(ours - true_ratios).max() < 0.05  # truth: 2.10, 1.09, 0.54, 0.22
+
+
+def test_weighted_estimates_equal_the_estimates_on_the_repeated_test_set():
+    """A prior shift simulated by importance weights: EM and BBSE on weighted test inputs
+    give what they give on the test set with each input repeated weight times."""
+    from calbench.decision.shift import bbse_weights, em_test_prior
+
+    rng = np.random.default_rng(2)
+    n, k = 1500, 4
+    z = rng.normal(size=(2 * n, k)) * 2
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (p.cumsum(axis=1) > rng.random((2 * n, 1))).argmax(axis=1)
+    valid, y_valid, test, y_test = p[:n], y[:n], p[n:], y[n:]
+    counts = np.array([4, 2, 1, 1])[y_test]
+    repeated = np.repeat(test, counts, axis=0)
+    train = np.bincount(y_valid, minlength=k) / n
+    np.testing.assert_allclose(
+        em_test_prior(test, train, weights=counts), em_test_prior(repeated, train), atol=1e-12
+    )
+    np.testing.assert_allclose(
+        bbse_weights(test, valid, y_valid, weights=counts),
+        bbse_weights(repeated, valid, y_valid),
+        atol=1e-12,
+    )
+
+
+def test_an_estimated_test_prior_sits_between_ignoring_and_knowing_it():
+    """The risk curve of a prior-shift task whose Bayes correction estimates the test prior
+    (shift.estimate): on true posteriors, EM recovers nearly all of what knowing the prior
+    gains over no correction, at every eps; at eps = 0 all three agree closely."""
+    from calbench.decision.family import prior_shift_family
+    from calbench.decision.shift import long_tail_prior, mixed_prior
+    from calbench.runner.decision_task import DecisionTask
+
+    rng = np.random.default_rng(3)
+    n, k = 20000, 6
+    z = rng.normal(size=(n, k)) * 1.5
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (p.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+    train = np.bincount(y, minlength=k) / n
+    target = long_tail_prior(np.arange(k, dtype=float), 1.5)
+    loss = 1.0 - np.eye(k)
+    curves = {}
+    for estimate in ("known", "em", "none"):
+        task = DecisionTask(
+            loss,
+            prior_shift_family(loss, train, target),
+            1.0,
+            {"points": 3, "direct_at": []},
+            (train, mixed_prior(train, target, 1.0)),
+            target,
+            estimate,
+        )
+        curves[estimate] = np.array(list(task.curve_values(p, y).values()))
+    known, em, none = curves["known"], curves["em"], curves["none"]
+    assert np.abs(em - known).max() < 0.005
+    assert none[-1] - known[-1] > 0.05  # the correction matters at eps = 1
+    assert abs(none[0] - known[0]) < 0.005

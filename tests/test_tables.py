@@ -246,11 +246,17 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
 
     rng = np.random.default_rng(0)
     direction = metric_direction()
-    fill = {"dataset": ["d1", "d2"], "classifier": ["none"], "criterion": ["nll"]}
+    fill = {
+        "dataset": ["d1", "d2"],
+        "classifier": ["none"],
+        "criterion": ["nll"],
+        "shift": ["none"],
+    }
     for name, spec in table_specs().items():
         needs = needed_cells(spec)
         pairs = needs.pop("pairs", None) or [(m, ANY) for m in needs.pop("method")]
         needs.setdefault("classifier", [ANY])
+        needs.setdefault("shift", [ANY])
         columns = {c: (fill[c] if v == [ANY] else v) for c, v in needs.items()}
         records = [
             {

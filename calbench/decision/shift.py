@@ -61,7 +61,7 @@ def importance_weights(y, train_prior, test_prior) -> np.ndarray:
     return (np.asarray(test_prior) / np.asarray(train_prior))[np.asarray(y)]
 
 
-def em_test_prior(probs, train_prior, tol=1e-6, max_iter=100) -> np.ndarray:
+def em_test_prior(probs, train_prior, tol=1e-6, max_iter=100, weights=None) -> np.ndarray:
     """The test prior of unlabelled test predictions by EM (Saerens et al. 2002), where Ho
     3.5 assumes it known: alternately adapt the posteriors to the current prior
     (`adapt_posteriors`) and take their mean as the next prior, from ``train_prior``.
@@ -77,6 +77,9 @@ def em_test_prior(probs, train_prior, tol=1e-6, max_iter=100) -> np.ndarray:
         Stop when no class's prior moves by more than ``tol`` in an iteration.
     max_iter : int
         The most iterations.
+    weights : array-like of shape (n_samples,), optional
+        Sample weights of the test inputs: the population they stand for, where a shift
+        is simulated by importance weights instead of resampling (Ho eq. 3.37).
 
     Returns
     -------
@@ -88,14 +91,14 @@ def em_test_prior(probs, train_prior, tol=1e-6, max_iter=100) -> np.ndarray:
     train = check_prior(train_prior, probs.shape[1], "em_test_prior", positive=True)
     current = train
     for _ in range(max_iter):
-        following = adapt_posteriors(probs, train, current).mean(axis=0)
+        following = np.average(adapt_posteriors(probs, train, current), axis=0, weights=weights)
         if not np.any(np.abs(following - current) > tol):
             break
         current = following
     return following
 
 
-def bbse_weights(probs_test, probs_valid, y_valid, soft=False) -> np.ndarray:
+def bbse_weights(probs_test, probs_valid, y_valid, soft=False, weights=None) -> np.ndarray:
     """The ratios p_test(y) / p_train(y) by black-box shift estimation (Lipton et al. 2018):
     the solution ``w`` of ``C w = mu``, with ``C`` the joint frequencies of (prediction,
     label) on labelled validation data and ``mu`` the prediction frequencies on the test
@@ -111,6 +114,8 @@ def bbse_weights(probs_test, probs_valid, y_valid, soft=False) -> np.ndarray:
         Their integer labels.
     soft : bool
         Count probabilities instead of argmax predictions (abstention's ``soft=True``).
+    weights : array-like of shape (n_test,), optional
+        Sample weights of the test inputs (see `em_test_prior`).
 
     Returns
     -------
@@ -125,10 +130,30 @@ def bbse_weights(probs_test, probs_valid, y_valid, soft=False) -> np.ndarray:
         test, valid = np.eye(k)[test.argmax(axis=1)], np.eye(k)[valid.argmax(axis=1)]
     joint = valid.T @ np.eye(k)[np.asarray(y_valid)] / len(valid)
     try:
-        ratios = np.linalg.solve(joint, test.mean(axis=0))
+        ratios = np.linalg.solve(joint, np.average(test, axis=0, weights=weights))
     except np.linalg.LinAlgError:
         raise CalbenchError(
             "bbse_weights: the validation confusion matrix is singular (a class is never "
             "predicted or never occurs); use soft=True or more validation data."
         ) from None
     return np.where(ratios >= 0, ratios, 0.0)
+
+
+#: How a prior-shift cell learns the test prior it corrects for (``shift.estimate``):
+#: told it (Ho), estimated by EM or BBSE, or not at all (``none``: no correction, the
+#: baseline the estimates are to beat).
+ESTIMATES = ("known", "em", "bbse", "none")
+
+
+def estimated_ratios(estimate, probs, train_prior, weights, fit_probs=None, fit_y=None):
+    """p_test(y) / p_train(y) as ``estimate`` finds it from the test posteriors ``probs``
+    standing for the population weighted by ``weights``: EM (Saerens et al. 2002) from
+    ``train_prior``, or BBSE (Lipton et al. 2018) with the calibrated posteriors of the
+    calibration data (``fit_probs``, ``fit_y``) as its labelled validation set."""
+    if estimate == "em":
+        return em_test_prior(probs, train_prior, weights=weights) / np.asarray(train_prior)
+    if estimate == "bbse":
+        return bbse_weights(probs, fit_probs, fit_y, weights=weights)
+    if estimate == "none":
+        return np.ones(len(train_prior))
+    raise CalbenchError(f"shift estimate {estimate!r}: choose one of {', '.join(ESTIMATES)}.")

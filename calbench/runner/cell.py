@@ -67,6 +67,8 @@ class FoldFit:
     chosen: dict | list
     seconds: float
     simplex: np.ndarray | None = None
+    #: The calibration data's calibrated posteriors and labels, where BBSE needs them.
+    validation: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _fit_fold(spec: CellSpec, dataset, task, fold, eps=None) -> tuple[FoldFit, str]:
@@ -78,6 +80,7 @@ def _fit_fold(spec: CellSpec, dataset, task, fold, eps=None) -> tuple[FoldFit, s
     # al.'s code, lest a few 708-per-sample terms decide the choice.
     on_training = selection_score(spec, task.training_loss(eps), log_loss_clip=1e-15)
     probs, uncalibrated, simplex, chosen, seconds = [], [], [], [], 0.0
+    validation = []
     for member in fold.members:
         start = time.perf_counter()
         if member.logits_val is None:
@@ -100,12 +103,15 @@ def _fit_fold(spec: CellSpec, dataset, task, fold, eps=None) -> tuple[FoldFit, s
         if dataset.n_classes == 3:  # what a simplex map draws, so figures never refit
             simplex.append(model.predict_proba(probs_to_logits(map_points())))
         chosen.append(public_params(params, model))
+        if task.estimate == "bbse":  # its labelled validation set: the calibration data
+            validation.append((model.predict_proba(member.logits_fit), member.y_fit))
     fit = FoldFit(
         _combine(probs),
         _combine(uncalibrated),
         chosen[0] if len(chosen) == 1 else chosen,
         seconds,
         _combine(simplex) if simplex else None,
+        tuple(np.concatenate(part) for part in zip(*validation, strict=True)) or None,
     )
     return fit, criterion
 
@@ -118,6 +124,7 @@ def _combine(parts: list[np.ndarray]) -> np.ndarray:
 def _fold_predictions(dataset, task, fold, fit) -> FoldPredictions:
     true_probs = dataset.true_map(fit.uncalibrated) if dataset.true_map is not None else None
     train, test = task.priors if task.priors is not None else (None, None)
+    ratio = task.estimated_ratio(fit.probs, fold.y_eval, validation=fit.validation)
     return FoldPredictions(
         fold=fold.index,
         y=fold.y_eval,
@@ -127,6 +134,7 @@ def _fold_predictions(dataset, task, fold, fit) -> FoldPredictions:
         true_probs=true_probs,
         prior_train=train,
         prior_test=test,
+        prior_estimated=None if ratio is None else train * ratio / (train * ratio).sum(),
         simplex=fit.simplex,
     )
 
@@ -156,9 +164,11 @@ def evaluate_cell(spec: CellSpec | DictConfig) -> tuple[pd.DataFrame, list[FoldP
             # One fit per point of the curve, each scored at its own eps.
             for eps in task.direct_points:
                 at_eps = fit if eps == task.eps else _fit_fold(spec, dataset, task, fold, eps)[0]
-                values.update(task.curve_values(at_eps.probs, fold.y_eval, [eps]))
+                values.update(
+                    task.curve_values(at_eps.probs, fold.y_eval, [eps], at_eps.validation)
+                )
         else:
-            values.update(task.curve_values(fit.probs, fold.y_eval))
+            values.update(task.curve_values(fit.probs, fold.y_eval, validation=fit.validation))
         bad = sorted(m for m, v in values.items() if not np.isfinite(v))
         if bad:
             raise CalbenchError(

@@ -7,6 +7,8 @@ of losses it belongs to (a family ``loss=`` or a ``shift=``), and the risk curve
 - A prior shift (Ho 4.5) turns the run's loss into the family of eqs. 3.40-3.41 on each
   fold: the calibration labels give p_train, the configured long tail on the classes the
   model gets most wrong there gives p'. Its scalar metrics are taken at the shift's ``eps``.
+  Ho tells the Bayes correction the test prior; ``shift.estimate: em`` or ``bbse`` has it
+  estimated from the unlabelled test posteriors instead (`calbench.decision.shift`).
 
 A curve (``curve: {points, direct_at}``) records the mean test risk of the Bayes decisions
 under ``l_eps`` at ``points`` equally spaced eps in [0, 1], each as a metric named
@@ -26,8 +28,15 @@ from calbench.decision.family import (
     curve_metric,
     prior_shift_family,
 )
-from calbench.decision.shift import check_prior, long_tail_prior, mixed_prior
-from calbench.errors import CalbenchError
+from calbench.decision.risk import bayes_decisions
+from calbench.decision.shift import (
+    ESTIMATES,
+    check_prior,
+    estimated_ratios,
+    long_tail_prior,
+    mixed_prior,
+)
+from calbench.errors import CalbenchError, check_choice
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,8 @@ class DecisionTask:
     eps: float | None = None
     curve: dict | None = None
     priors: tuple[np.ndarray, np.ndarray] | None = None  # (p_train, p_test) under a shift
+    target: np.ndarray | None = None  # p', the prior the shift moves towards
+    estimate: str = "known"  # how the Bayes correction learns p_test (shift.estimate)
 
     def training_loss(self, eps: float | None = None) -> np.ndarray:
         """The loss a decision criterion is fitted to at ``eps`` (default: the run's)."""
@@ -52,12 +63,36 @@ class DecisionTask:
     def direct_points(self) -> list[float]:
         return list(self.curve["direct_at"]) if self.curve else []
 
-    def curve_values(self, probs, y, eps_points=None) -> dict[str, float]:
+    def curve_values(self, probs, y, eps_points=None, validation=None) -> dict[str, float]:
+        """The risk curve's points; with an estimated test prior, the decisions at each eps
+        use the ratios estimated from the test population at that eps (`estimated_ratio`)
+        while the risk keeps the true importance weights."""
         points = self.curve_points if eps_points is None else eps_points
         if self.family is None or not len(points):
             return {}
-        risks = self.family.risks(probs, y, points)
+        if self.estimate == "known":
+            risks = self.family.risks(probs, y, points)
+        else:
+            risks = []
+            for eps in points:
+                loss = self.family.at(eps)
+                ratio = self.estimated_ratio(probs, y, eps, validation)
+                decisions = bayes_decisions(probs * ratio, self.loss)
+                risks.append(loss[y, decisions].mean())
         return {curve_metric(e): float(r) for e, r in zip(points, risks, strict=True)}
+
+    def estimated_ratio(self, probs, y, eps=None, validation=None) -> np.ndarray | None:
+        """p_test / p_train at ``eps`` (default: the run's) as ``estimate`` finds it from the
+        test posteriors, weighted by the true importance weights so that they stand for the
+        shifted population (Ho eq. 3.37); None where the prior is known. ``validation``:
+        the calibration data's (calibrated posteriors, labels), which BBSE needs."""
+        if self.estimate == "known":
+            return None
+        train = self.priors[0]
+        eps = self.eps if eps is None else eps
+        weights = (mixed_prior(train, self.target, eps) / train)[y]
+        fit_probs, fit_y = validation if validation is not None else (None, None)
+        return estimated_ratios(self.estimate, probs, train, weights, fit_probs, fit_y)
 
 
 def _checked_curve(curve, where: str) -> dict | None:
@@ -114,10 +149,14 @@ def decision_task(loss_cfg: dict, shift: dict, fold, n_classes: int) -> Decision
         )
     train, target = fold_priors(shift, fold, n_classes)
     eps = float(shift["eps"])
+    estimate = shift.get("estimate", "known")
+    check_choice(estimate, "estimate", f"shift {shift['name']!r}", ESTIMATES)
     return DecisionTask(
         loss,
         prior_shift_family(loss, train, target),
         eps,
         _checked_curve(shift.get("curve"), f"shift {shift['name']!r}"),
         (train, mixed_prior(train, target, eps)),
+        target,
+        estimate,
     )

@@ -7,8 +7,9 @@ metric on stored cells) read them instead of fitting every method again. One com
 - ``y/i``, ``probs/i`` (the calibrated test predictions, before any prior-shift
   correction), ``uncalibrated/i`` (softmax of the test logits);
 - ``loss/i``: the loss matrix the fold's decision metrics were scored with; under a prior
-  shift ``prior_train/i`` and ``prior_test/i``; where the true map is known (synthetic
-  data) ``true_probs/i``;
+  shift ``prior_train/i`` and ``prior_test/i`` (and ``prior_estimated/i`` where the Bayes
+  correction estimated the test prior, ``shift.estimate``); where the true map is known
+  (synthetic data) ``true_probs/i``;
 - on 3-class data ``simplex/i``: the calibrated map at `calbench.simplex.map_points`, what
   a simplex map draws.
 
@@ -53,17 +54,20 @@ class FoldPredictions:
     true_probs: np.ndarray | None = None
     prior_train: np.ndarray | None = None
     prior_test: np.ndarray | None = None
+    prior_estimated: np.ndarray | None = None
     simplex: np.ndarray | None = None
 
     def scores(self, metrics_config: dict) -> dict[str, float]:
         """The configured metrics of these predictions; under a prior shift they are
-        Bayes-corrected (Ho eq. 3.36) and the risks importance-weighted (eqs. 3.37-3.38)."""
+        Bayes-corrected (Ho eq. 3.36; to the estimated test prior where there is one) and
+        the risks importance-weighted by the true one (eqs. 3.37-3.38)."""
         probs, uncalibrated, shift_weights = self.probs, self.uncalibrated, None
         if self.prior_train is not None:
             ratio = self.prior_test / self.prior_train
             shift_weights = {"labels": ratio, "inputs": probs @ ratio}
-            probs = adapt_posteriors(probs, self.prior_train, self.prior_test)
-            uncalibrated = adapt_posteriors(uncalibrated, self.prior_train, self.prior_test)
+            corrected = self.prior_test if self.prior_estimated is None else self.prior_estimated
+            probs = adapt_posteriors(probs, self.prior_train, corrected)
+            uncalibrated = adapt_posteriors(uncalibrated, self.prior_train, corrected)
         return evaluate(
             metrics_config,
             probs,

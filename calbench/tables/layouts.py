@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calbench.errors import CalbenchError, unknown_name
+from calbench.errors import CalbenchError, check_choice, unknown_name
 from calbench.tables.ranking import average_ranks, rank_row
 from calbench.tables.statistics import friedman, task_ranks
 
@@ -222,8 +222,10 @@ def ranks_by_group(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
 
 def mean_std(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     # Columns are data sets for one metric, or (``columns_by: metric``) several metrics of
-    # one data set, e.g. a risk curve's points.
+    # one data set, e.g. a risk curve's points, or (``columns_by: shift``) one metric under
+    # several prior shifts, e.g. the test prior known, estimated or ignored.
     by = spec.get("columns_by", "dataset")
+    check_choice(by, "columns_by", f"table {spec['name']}", ("dataset", "metric", "shift"))
     if by == "metric":
         rows = rows[rows["metric"].isin(list(spec["columns"]))]
         metric = next(iter(spec["columns"]))
@@ -234,7 +236,8 @@ def mean_std(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     # cells before the store merged them; each fold counts once.
     if "written" in rows:  # where cells repeat a value, the newest gives it
         rows = rows.sort_values("written", ascending=False, kind="stable")
-    rows = rows.drop_duplicates(["dataset", "method", "criterion", "fold", "metric"])
+    keys = ["dataset", "method", "criterion", "shift", "fold", "metric"]
+    rows = rows.drop_duplicates([k for k in keys if k in rows])
     key = rows["method"] + "/" + rows["criterion"]
     grouped = rows.assign(key=key).groupby(["key", by])["value"]
     means, stds = grouped.mean().unstack(by), grouped.std(ddof=1).unstack(by)
@@ -289,6 +292,13 @@ def _mean_std_needs(spec) -> dict:
     pairs = [tuple(key.split("/")) for key in spec["rows"]]
     if spec.get("columns_by", "dataset") == "metric":
         return {"dataset": [ANY], "pairs": pairs, "metric": list(spec["columns"])}
+    if spec.get("columns_by") == "shift":
+        return {
+            "dataset": [ANY],
+            "pairs": pairs,
+            "metric": [spec["metric"]],
+            "shift": list(spec["columns"]),
+        }
     return {"dataset": list(spec["columns"]), "pairs": pairs, "metric": [spec["metric"]]}
 
 
