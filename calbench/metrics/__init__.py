@@ -18,6 +18,12 @@ from calbench.metrics.consistency import (
     confidence_ece_accepted,
     confidence_ece_p_value,
 )
+from calbench.metrics.decomposition import (
+    brier_reliability,
+    brier_resolution,
+    brier_uncertainty,
+    brier_within_bins,
+)
 from calbench.metrics.decision import (
     argmax_changed,
     average_loss_gap,
@@ -68,6 +74,11 @@ METRICS = {
     "refinement_log_loss": MetricSpec(refinement_log_loss),
     "calibration_brier": MetricSpec(calibration_brier),
     "refinement_brier": MetricSpec(refinement_brier),
+    # Murphy's decomposition of the Brier score, exact with Stephenson et al.'s within-bin term.
+    "brier_reliability": MetricSpec(brier_reliability),
+    "brier_resolution": MetricSpec(brier_resolution, higher_is_better=True),
+    "brier_uncertainty": MetricSpec(brier_uncertainty),
+    "brier_within_bins": MetricSpec(brier_within_bins),
     "confidence_variance": MetricSpec(confidence_variance),
     "true_confidence_ce": MetricSpec(true_confidence_ce, needs="true_probs"),
     "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
