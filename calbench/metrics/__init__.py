@@ -18,18 +18,18 @@ from calbench.metrics.consistency import (
     confidence_ece_accepted,
     confidence_ece_p_value,
 )
-from calbench.metrics.decomposition import (
-    brier_reliability,
-    brier_resolution,
-    brier_uncertainty,
-    brier_within_bins,
-)
 from calbench.metrics.decision import (
     argmax_changed,
     average_loss_gap,
     empirical_risk,
     model_risk,
     risk_gap,
+)
+from calbench.metrics.decomposition import (
+    brier_reliability,
+    brier_resolution,
+    brier_uncertainty,
+    brier_within_bins,
 )
 from calbench.metrics.kde import kde_ece
 from calbench.metrics.ks import ks_error
