@@ -42,6 +42,36 @@ def test_inner_cv_picks_the_grid_point_with_lowest_out_of_fold_log_loss(rng):
     assert model.reg_lambda == chosen["reg_lambda"]
 
 
+def test_grid_patience_stops_after_rows_without_a_better_point(rng, monkeypatch):
+    """grid_patience visits reg_lambda from the strongest down and stops after that many
+    rows brought no better CV score: it fits fewer models, and its choice is the full
+    search's over the rows it visited."""
+    from calbench.calibrators.parametric import MatrixScaling
+
+    z, y = overconfident_logits(rng, 400, 4)
+    grid = {"reg_lambda": [1e-3, 1.0, 1e3, 1e6], "reg_mu": [1e-2, 1e2]}
+    fits = []
+    fit = MatrixScaling.fit
+    monkeypatch.setattr(
+        MatrixScaling, "fit", lambda self, *a: fits.append(self.reg_lambda) or fit(self, *a)
+    )
+    full, full_params = select_and_fit(make_calibrator("ms_odir"), grid, z, y, inner_folds=3)
+    n_full, fits[:] = len(fits), []
+    early, params = select_and_fit(
+        make_calibrator("ms_odir"), grid, z, y, inner_folds=3, grid_patience=1
+    )
+    visited = sorted(set(fits[:-1]), reverse=True)  # the last fit is the refit
+    assert n_full == 4 * 2 * 3 + 1 and len(fits) < n_full
+    assert visited == sorted(grid["reg_lambda"], reverse=True)[: len(visited)]
+    _, expected = select_and_fit(
+        make_calibrator("ms_odir"), {**grid, "reg_lambda": visited}, z, y, inner_folds=3
+    )
+    assert params == expected
+    # Patience 1 stops at the first row without a better point: the one before it held
+    # the best so far, so the visited rows are the best row and one more.
+    assert params["reg_lambda"] == visited[-2]
+
+
 def test_kfold_inner_cv_uses_the_papers_plain_shuffled_folds(rng):
     """inner_cv="kfold": sklearn's KFold(shuffle=True, random_state=seed) as Valk's and
     Kull's deep-net code split, so with their seed the averaged models are their folds'."""

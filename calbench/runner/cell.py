@@ -44,6 +44,9 @@ def fit_selected(spec: CellSpec, calibrator, grid, logits, y, score=None):
         seed=spec.seed,
         score=score,
         inner_cv=spec.protocol.get("inner_cv", "stratified"),
+        # Not in the protocol YAMLs, so that stored cells keep their hashes:
+        # `+protocol.grid_patience=1` stops the grid early (`select_and_fit`).
+        grid_patience=spec.protocol.get("grid_patience"),
     )
 
 

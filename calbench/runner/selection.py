@@ -54,16 +54,22 @@ def select_and_fit(
     seed: int = 0,
     score=log_loss,
     inner_cv: str = "stratified",
+    grid_patience: int | None = None,
 ) -> tuple[Calibrator, dict]:
     """Fit ``calibrator`` on (logits, y), its grid chosen by inner CV.
 
     ``score(probs, y)`` (lower is better) rates the pooled out-of-fold predictions of each
     grid point: the log-loss unless the criterion asks for another (Ho 3.6 picks the Direct
-    Loss's lambda by the empirical risk).
+    Loss's lambda by the empirical risk). ``grid_patience`` (None: the whole grid, as the
+    papers) visits the rows of the grid's first key from the strongest penalty down
+    (`grid_path`) and stops after that many rows in a row found no better point; the
+    choice can then differ from the full grid's. On a 2000 x 100 ms_odir grid (36 points,
+    5 inner folds) patience 1 fitted 61 of 181 models, 14.7 s against 40.7 s, the same
+    choice.
 
     Returns the fitted predictor and the chosen parameters (empty without a grid).
     """
-    points = list(ParameterGrid(grid)) if grid else [{}]
+    points = grid_path(grid, strongest_first=grid_patience is not None)
     if len(points) == 1 and not average_inner_models:
         return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
     n_classes = logits.shape[1]
@@ -82,8 +88,18 @@ def select_and_fit(
         runners = [
             clone(calibrator).set_params(**({"warm_start": True} if warm else {})) for _ in splits
         ]
-    best = (np.inf, None, None)
-    for params in points:
+    # Equal scores go to the earlier point of scikit-learn's ParameterGrid order, whatever
+    # the path, as they did before the path existed.
+    grid_order = [list(ParameterGrid(grid)).index(p) for p in points] if grid else [0]
+    best = (np.inf, None, None, len(points))
+    row_key = next(iter(points[0]), None)
+    best_before_row, stale_rows = np.inf, 0
+    for i, params in enumerate(points):
+        if grid_patience is not None and i and params[row_key] != points[i - 1][row_key]:
+            stale_rows = 0 if best[0] < best_before_row else stale_rows + 1
+            if stale_rows >= grid_patience:
+                break
+            best_before_row = best[0]
         out_of_fold = np.empty((len(y), n_classes))
         models = []
         for runner, (fit_idx, held_idx) in zip(runners, splits, strict=True):
@@ -95,12 +111,35 @@ def select_and_fit(
             out_of_fold[held_idx] = model.predict_proba(logits[held_idx])
             models.append(copy.deepcopy(model) if warm else model)
         value = score(out_of_fold, y)
-        if value < best[0]:
-            best = (value, params, models)
-    _, params, models = best
+        if (value, grid_order[i]) < (best[0], best[3]):
+            best = (value, params, models, grid_order[i])
+    _, params, models, _ = best
     if average_inner_models:
         return AveragedCalibrator(members=models).fit(logits, y), params
     return clone(calibrator).set_params(**params).fit(logits, y), params
+
+
+def grid_path(grid: dict | None, strongest_first: bool = False) -> list[dict]:
+    """The grid's points in the order inner CV visits them: scikit-learn's ParameterGrid
+    order (the last key fastest, values as listed), or with ``strongest_first`` the rows of
+    the first key from its largest value down (the strongest ``reg_lambda`` first), so that
+    ``grid_patience`` can stop before the weakest, slowest fits. Within a row the last key
+    keeps ParameterGrid's order, restarting on every row: warm starts that ran back and
+    forth instead (a boustrophedon) took 3.6x the L-BFGS iterations on a 2000 x 100
+    ms_odir grid, its weakest penalties running into max_iter."""
+    if not grid:
+        return [{}]
+    points = list(ParameterGrid(grid))
+    if not strongest_first:
+        return points
+    first = sorted(grid)[0]
+    rows = sorted({str(p[first]): p[first] for p in points}.values(), key=_order_key, reverse=True)
+    return [p for value in rows for p in points if p[first] == value]
+
+
+def _order_key(value):
+    """Numbers by value; anything else (criterion specs, strings) by its text."""
+    return (0, float(value), "") if isinstance(value, int | float) else (1, 0.0, str(value))
 
 
 def _prefix_key(calibrator: Calibrator, grid: dict) -> str | None:
