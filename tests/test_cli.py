@@ -110,7 +110,7 @@ def test_preset_sweep_then_tables_report_figures_rescore(tmp_path):
 
     out = calbench("figures", "--results-dir", str(tmp_path), "--formats", "png")
     assert out.returncode == 0, out.stderr
-    for name in ("simplex_maps", "reliability", "ks_curves"):
+    for name in ("simplex_maps", "reliability", "smooth_reliability", "ks_curves"):
         path = tmp_path / "figures" / f"valk_synthetic_{name}.png"
         assert path.is_file() and path.stat().st_size > 20_000
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

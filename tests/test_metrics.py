@@ -432,3 +432,29 @@ def test_confidence_ece_sweep_takes_the_most_monotone_equal_size_bins(rng):
     assert confidence_ece_sweep(sorted_probs, ordered) == pytest.approx(
         confidence_ece(sorted_probs, ordered, n_bins=n, binning="equal_size")
     )
+
+
+def test_smoothed_reliability_equals_relplots_diagram_line():
+    """The smoothed reliability diagram's line, bandwidth and smECE are relplot's
+    ``prepare_rel_diagram`` (without its bootstrap band)."""
+    diagrams = pytest.importorskip("relplot.diagrams")
+    from calbench.metrics.binned import top_label
+    from calbench.metrics.smooth import smoothed_reliability
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(3000, 5)) * 3
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    truth = np.exp(z / 2) / np.exp(z / 2).sum(axis=1, keepdims=True)
+    y = (truth.cumsum(axis=1) > rng.random((3000, 1))).argmax(axis=1)
+    scores, outcomes = top_label(p, y)
+    reference = diagrams.prepare_rel_diagram(
+        scores, outcomes, plot_confidence_band=False, report_CE_std=False
+    )
+    ours = smoothed_reliability(p, y)
+    np.testing.assert_allclose(ours["accuracy"], reference["mu"], atol=1e-12)
+    np.testing.assert_allclose(ours["mesh"], reference["mesh"])
+    assert ours["sigma"] == reference["sigma"]
+    assert ours["smooth_ece"] == pytest.approx(reference["ce"], abs=1e-12)
+    # Over-confident at temperature 2: the line runs below the diagonal at high confidence.
+    high = ours["mesh"] > 0.8
+    assert np.all(ours["accuracy"][high] < ours["mesh"][high])

@@ -109,3 +109,27 @@ def smooth_ece(probs, y, bandwidth=None) -> float:
     scores, outcomes = top_label(p, y)
     sigma = smooth_ece_bandwidth(scores, outcomes) if bandwidth is None else float(bandwidth)
     return smooth_ece_at(scores, outcomes, sigma)
+
+
+def smoothed_reliability(probs, y, bandwidth=None, points: int = 200) -> dict:
+    """Błasiok and Nakkiran's smoothed reliability diagram of the top-label confidence:
+    the kernel-smoothed accuracy ``mu(t) = sum_i K(t, f_i) y_i / (sum_i K(t, f_i) + 1e-4)``
+    at ``points`` equally spaced t, with the same kernel, bandwidth and floor as
+    `smooth_ece` (relplot's ``prepare_rel_diagram`` line, without its bootstrap band).
+
+    Returns a dict: ``mesh`` (t), ``accuracy`` (mu), ``density`` (the confidences' kernel
+    density, integrating to about 1, not corrected at the boundaries), ``sigma`` and
+    ``smooth_ece``.
+    """
+    p, y = probs_and_labels(probs, y, "smoothed_reliability")
+    scores, outcomes = top_label(p, y)
+    sigma = smooth_ece_bandwidth(scores, outcomes) if bandwidth is None else float(bandwidth)
+    mesh = np.linspace(0.0, 1.0, points)
+    counts, hits = _kernel_sums(scores, [np.ones_like(scores), outcomes], sigma, mesh)
+    return {
+        "mesh": mesh,
+        "accuracy": hits / (counts + _DENSITY_FLOOR),
+        "density": counts / len(scores),
+        "sigma": sigma,
+        "smooth_ece": smooth_ece_at(scores, outcomes, sigma),
+    }

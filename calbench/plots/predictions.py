@@ -19,7 +19,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from calbench.plots.ks import ks_curves
-from calbench.plots.reliability import reliability_diagram
+from calbench.plots.reliability import reliability_diagram, smooth_reliability_diagram
 from calbench.plots.simplex import calibration_data, calibration_map, colour_key
 from calbench.runner.build import load_configured_dataset
 from calbench.runner.predictions import FoldPredictions
@@ -123,7 +123,8 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
 
 
 def reliability_figures(experiment, task: Task, out_dir, formats, stem) -> list[Path]:
-    """Confidence and class-1 reliability diagrams, and KS graphs, of a few methods."""
+    """Confidence and class-1 reliability diagrams, smoothed reliability diagrams and KS
+    graphs, of a few methods."""
     preferred = [m for m in RELIABILITY_METHODS if m in task.folds]
     shown = (preferred + [m for m in task.folds if m not in preferred])[:4]
     fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.2), squeeze=False)
@@ -134,6 +135,14 @@ def reliability_figures(experiment, task: Task, out_dir, formats, stem) -> list[
     fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
     fig.tight_layout()
     paths = save_figure(fig, out_dir, f"{stem}_reliability", formats)
+
+    fig, axes = plt.subplots(1, len(shown), figsize=(3.0 * len(shown), 3.4), squeeze=False)
+    for j, method in enumerate(shown):
+        probs, y = task.pooled(method)
+        smooth_reliability_diagram(axes[0, j], probs, y, title=method)
+    fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
+    fig.tight_layout()
+    paths += save_figure(fig, out_dir, f"{stem}_smooth_reliability", formats)
 
     fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.0), squeeze=False)
     for j, method in enumerate(shown):

@@ -1,10 +1,12 @@
-"""Reliability diagrams (Kull Fig. 1; Valk Fig. 2): bars, gap bars, diagonal, bin counts."""
+"""Reliability diagrams (Kull Fig. 1; Valk Fig. 2): bars, gap bars, diagonal, bin counts;
+and the smoothed one of Błasiok and Nakkiran (2024)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from calbench.metrics.binned import bin_statistics
+from calbench.metrics.smooth import smoothed_reliability
 
 
 def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
@@ -55,5 +57,27 @@ def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9, pad=30)
     ax.plot([], [], " ", label="top: n per bin")
+    ax.legend(loc="upper left", fontsize=7)
+    return ax
+
+
+def smooth_reliability_diagram(ax, probs, y, title=""):
+    """Błasiok and Nakkiran's smoothed reliability diagram of the confidence on ``ax``: the
+    kernel-smoothed accuracy against the confidence (`smoothed_reliability`, relplot's
+    line), the diagonal, and the confidences' density shaded along the bottom; the title
+    carries smooth ECE and the bandwidth."""
+    curve = smoothed_reliability(np.asarray(probs), y)
+    mesh, density = curve["mesh"], curve["density"]
+    shade = 0.25 * density / density.max() if density.max() > 0 else density
+    ax.fill_between(mesh, 0, shade, color="#bbbbbb", label="density of confidences")
+    ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
+    ax.plot(mesh, curve["accuracy"], color="#d65f5f", linewidth=2, label="smoothed accuracy")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("accuracy")
+    ax.set_title(
+        f"{title}\nsmECE {curve['smooth_ece']:.4f} (sigma {curve['sigma']:.3f})", fontsize=9
+    )
     ax.legend(loc="upper left", fontsize=7)
     return ax
