@@ -4,6 +4,7 @@ and the smoothed one of Błasiok and Nakkiran (2024)."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.collections import LineCollection
 
 from calbench.metrics.binned import bin_statistics
 from calbench.metrics.smooth import smoothed_reliability
@@ -64,14 +65,20 @@ def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
 def smooth_reliability_diagram(ax, probs, y, title=""):
     """Błasiok and Nakkiran's smoothed reliability diagram of the confidence on ``ax``: the
     kernel-smoothed accuracy against the confidence (`smoothed_reliability`, relplot's
-    line), the diagonal, and the confidences' density shaded along the bottom; the title
-    carries smooth ECE and the bandwidth."""
+    line, as wide as the density there), the diagonal, and the confidences' density shaded
+    along the bottom; the title carries smooth ECE and the bandwidth."""
     curve = smoothed_reliability(np.asarray(probs), y)
     mesh, density = curve["mesh"], curve["density"]
     shade = 0.25 * density / density.max() if density.max() > 0 else density
     ax.fill_between(mesh, 0, shade, color="#bbbbbb", label="density of confidences")
     ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
-    ax.plot(mesh, curve["accuracy"], color="#d65f5f", linewidth=2, label="smoothed accuracy")
+    # As relplot draws it: the line's width follows the density, so stretches with next to
+    # no confidences there (where the ratio of two tiny sums swings) fade out.
+    points = np.column_stack([mesh, curve["accuracy"]])
+    segments = np.stack([points[:-1], points[1:]], axis=1)
+    widths = 0.3 + 2.7 * np.sqrt(density[:-1] / max(density.max(), 1e-12))
+    ax.add_collection(LineCollection(segments, linewidths=widths, colors="#d65f5f"))
+    ax.plot([], [], color="#d65f5f", linewidth=2, label="smoothed accuracy")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("confidence")
