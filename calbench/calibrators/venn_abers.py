@@ -63,18 +63,19 @@ def venn_abers_tables(scores: np.ndarray, labels: np.ndarray):
     )
     p0 = np.full(m + 1, -np.inf)
     p1 = np.full(m + 1, -np.inf)
-    columns = np.arange(m + 1)
     for start in range(0, m + 1, _BLOCK):
         a = np.arange(start, min(start + _BLOCK, m + 1))
+        # Only b >= a counts, so the block needs the columns from its first a on.
+        columns = np.arange(start, m + 1)
         before = columns[None, :] < a[:, None]  # b < a: not an interval containing i
-        span = np.where(before, 1.0, weights[None, :] - weights[a, None] + 1.0)
-        gain = positives[None, :] - positives[a, None]
+        span = np.where(before, 1.0, weights[None, start:] - weights[a, None] + 1.0)
+        gain = positives[None, start:] - positives[a, None]
         for table, extra in ((p0, 0.0), (p1, 1.0)):
             ratio = np.where(before, np.inf, (gain + extra) / span)
             # min over b >= i: a running minimum from the right; then i >= a only.
             right_min = np.minimum.accumulate(ratio[:, ::-1], axis=1)[:, ::-1]
             right_min[before] = -np.inf
-            np.maximum(table, right_min.max(axis=0), out=table)
+            np.maximum(table[start:], right_min.max(axis=0), out=table[start:])
     return c, p0, p1
 
 

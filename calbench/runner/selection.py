@@ -90,7 +90,8 @@ def select_and_fit(
         ]
     # Equal scores go to the earlier point of scikit-learn's ParameterGrid order, whatever
     # the path, as they did before the path existed.
-    grid_order = [list(ParameterGrid(grid)).index(p) for p in points] if grid else [0]
+    listed = list(ParameterGrid(grid)) if grid else [{}]
+    grid_order = [listed.index(p) for p in points]
     best = (np.inf, None, None, len(points))
     row_key = next(iter(points[0]), None)
     best_before_row, stale_rows = np.inf, 0
