@@ -161,6 +161,13 @@ def test_c100_superclass_sums_fine_probabilities_into_the_20_superclasses(tmp_pa
     np.testing.assert_allclose(data.probs_test, expected, atol=1e-12)
 
 
+def _calibrated_posteriors(rng, n, k):
+    """Posteriors of n inputs over k classes and labels drawn from them (so calibrated)."""
+    z = rng.normal(size=(n, k)) * 2
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    return p, (p.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+
+
 def test_em_test_prior_equals_abstention_and_finds_the_shift():
     """Saerens et al.'s EM, as abstention's EMImbalanceAdapter runs it (same start, same
     stopping rule), on calibrated posteriors whose test set is resampled to another prior."""
@@ -169,9 +176,7 @@ def test_em_test_prior_equals_abstention_and_finds_the_shift():
 
     rng = np.random.default_rng(0)
     n, k = 4000, 5
-    z = rng.normal(size=(2 * n, k)) * 2
-    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-    y = (p.cumsum(axis=1) > rng.random((2 * n, 1))).argmax(axis=1)
+    p, y = _calibrated_posteriors(rng, 2 * n, k)
     valid, test, y_test = p[:n], p[n:], y[n:]
     keep = rng.random(n) < np.array([1.0, 0.33, 0.33, 0.1, 0.07])[y_test]
     test, y_test = test[keep], y_test[keep]
@@ -193,9 +198,7 @@ def test_bbse_weights_equal_abstention_and_find_the_shift(soft):
 
     rng = np.random.default_rng(1)
     n, k = 6000, 4
-    z = rng.normal(size=(2 * n, k)) * 2
-    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-    y = (p.cumsum(axis=1) > rng.random((2 * n, 1))).argmax(axis=1)
+    p, y = _calibrated_posteriors(rng, 2 * n, k)
     valid, y_valid, test, y_test = p[:n], y[:n], p[n:], y[n:]
     keep = rng.random(n) < np.array([1.0, 0.5, 0.25, 0.1])[y_test]
     test, y_test = test[keep], y_test[keep]
@@ -221,9 +224,7 @@ def test_weighted_estimates_equal_the_estimates_on_the_repeated_test_set():
 
     rng = np.random.default_rng(2)
     n, k = 1500, 4
-    z = rng.normal(size=(2 * n, k)) * 2
-    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-    y = (p.cumsum(axis=1) > rng.random((2 * n, 1))).argmax(axis=1)
+    p, y = _calibrated_posteriors(rng, 2 * n, k)
     valid, y_valid, test, y_test = p[:n], y[:n], p[n:], y[n:]
     counts = np.array([4, 2, 1, 1])[y_test]
     repeated = np.repeat(test, counts, axis=0)
