@@ -27,8 +27,9 @@ def _cells(results_dir):
         ["method=dir_l2"],  # holdout, grid by inner CV, the true map known
         ["method=ts", "protocol=nested", "protocol.outer_folds=3", "protocol.inner_folds=2"],
         ["method=vs", "shift=lt_stronger"],  # Bayes-corrected, importance-weighted risks
+        ["method=bcts", "shift=lt_stronger_bbse"],  # corrected to a BBSE-estimated prior
     ],
-    ids=["holdout", "nested", "prior_shift"],
+    ids=["holdout", "nested", "prior_shift", "estimated_prior"],
 )
 def test_stored_predictions_score_exactly_to_the_stored_rows(tmp_path, overrides):
     run_job(config(*SMALL, *overrides, f"results_dir={tmp_path}"))
@@ -44,6 +45,9 @@ def test_stored_predictions_score_exactly_to_the_stored_rows(tmp_path, overrides
             assert value == pytest.approx(stored[metric], rel=1e-12, abs=1e-15), metric
     if "shift=lt_stronger" in overrides:
         assert folds[0].prior_train is not None and folds[0].prior_test is not None
+    if "shift=lt_stronger_bbse" in overrides:  # stored, and not the true test prior
+        assert np.abs(folds[0].prior_estimated - folds[0].prior_test).max() > 1e-6
+        assert folds[0].prior_estimated.sum() == pytest.approx(1.0)
 
 
 def test_labels_and_uncalibrated_scores_are_stored_once_for_all_methods(tmp_path):
