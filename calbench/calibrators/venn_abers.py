@@ -63,19 +63,23 @@ def venn_abers_tables(scores: np.ndarray, labels: np.ndarray):
     )
     p0 = np.full(m + 1, -np.inf)
     p1 = np.full(m + 1, -np.inf)
+    # Columns run from b = m down, so the minimum over b >= i is a plain running minimum.
+    weights_down, positives_down = weights[::-1], positives[::-1]
     for start in range(0, m + 1, _BLOCK):
         a = np.arange(start, min(start + _BLOCK, m + 1))
-        # Only b >= a counts, so the block needs the columns from its first a on.
-        columns = np.arange(start, m + 1)
-        before = columns[None, :] < a[:, None]  # b < a: not an interval containing i
-        span = np.where(before, 1.0, weights[None, start:] - weights[a, None] + 1.0)
-        gain = positives[None, start:] - positives[a, None]
+        width = m + 1 - start  # only b >= a counts: the columns b = m .. start
+        span = weights_down[None, :width] - weights[a, None] + 1.0
+        gain = positives_down[None, :width] - positives[a, None]
+        # b < a (the last len(a) - 1 columns' lower triangle): no interval containing i.
+        below = np.arange(width)[None, :] > (m - a)[:, None]
+        span[below] = 1.0
         for table, extra in ((p0, 0.0), (p1, 1.0)):
-            ratio = np.where(before, np.inf, (gain + extra) / span)
-            # min over b >= i: a running minimum from the right; then i >= a only.
-            right_min = np.minimum.accumulate(ratio[:, ::-1], axis=1)[:, ::-1]
-            right_min[before] = -np.inf
-            np.maximum(table[start:], right_min.max(axis=0), out=table[start:])
+            ratio = gain + extra
+            ratio /= span
+            ratio[below] = np.inf
+            np.minimum.accumulate(ratio, axis=1, out=ratio)
+            ratio[below] = -np.inf  # i >= a only
+            np.maximum(table[start:], ratio.max(axis=0)[::-1], out=table[start:])
     return c, p0, p1
 
 
