@@ -226,3 +226,17 @@ def test_a_composition_with_a_grid_is_searched_and_its_steps_are_not_warm_starte
     assert np.allclose(model.predict_proba(z).sum(axis=1), 1)
     model, chosen = select_on_validation(chain, grid, z[:200], y[:200], z[200:], y[200:])
     assert chosen["second__n_neighbors"] in (16, 64)
+
+
+@pytest.mark.parametrize("estimate", ["em", "bbse", "uncorrected"])
+def test_estimated_prior_shift_configs_extend_their_base(estimate):
+    """lt_k1_em etc. are lt_k1 (through Hydra defaults) plus `estimate`, so a change to
+    the base reaches them and the base's own cells keep their hashes."""
+    base = config("shift=lt_k1").shift
+    shift = config(f"shift=lt_k1_{estimate}").shift
+    assert shift.name == f"lt_k1_{estimate}"
+    assert shift.estimate == {"uncorrected": "none"}.get(estimate, estimate)
+    assert {k: v for k, v in shift.items() if k not in ("name", "estimate")} == {
+        k: v for k, v in base.items() if k != "name"
+    }
+    assert "estimate" not in base
