@@ -97,3 +97,16 @@ def test_venn_abers_calibrates_an_overconfident_classifier():
     # Here 1.693 against 1.749 uncalibrated and 1.681 for the true map.
     assert log_loss < uncalibrated - 0.04
     assert log_loss < truth + 0.02
+
+
+def test_cross_venn_abers_with_a_class_rarer_than_its_folds(recwarn):
+    """A class with 3 samples and 5 folds: its pairs are split without stratifying, with
+    no warning from scikit-learn, and every row still lies on the simplex."""
+    z, y = _data(400, 6, 8)
+    y[y == 5] = 0
+    y[:3] = 5
+    model = make_calibrator("venn_abers", n_folds=5)
+    probs = model.fit(z, y).predict_proba(z)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
+    assert (probs > 0).all()
+    assert not [w for w in recwarn if "n_splits" in str(w.message)]

@@ -47,7 +47,8 @@ class TopVersusAll(Calibrator):
 
     The map is fitted on ``(max_j p_j, 1[argmax p = y])`` of the calibration data; at
     prediction the top class's probability becomes the map's output ``c'`` and the other
-    classes share ``1 - c'`` in proportion to their probabilities (module docstring).
+    classes share ``1 - c'`` in proportion to their probabilities, none above ``c'``
+    (module docstring).
 
     Parameters
     ----------
@@ -88,17 +89,16 @@ class TopVersusAll(Calibrator):
 
     def calibrated_confidence(self, logits) -> np.ndarray:
         """``c'``: the map's output at each row's top-label confidence, shape (n_samples,)."""
-        probs = softmax(np.asarray(logits, dtype=np.float64))
-        return self._confidence(probs, probs.max(axis=1))
+        return self._confidence(softmax(np.asarray(logits, dtype=np.float64)).max(axis=1))
 
-    def _confidence(self, probs, confidence):
+    def _confidence(self, confidence):
         return np.clip(self.map_._apply_binary(self.fitted_, confidence), 0.0, 1.0)
 
     def _predict_proba(self, logits):
         probs = softmax(logits)
         rows = np.arange(len(probs))
         top = probs.argmax(axis=1)
-        calibrated = self._confidence(probs, probs[rows, top])
+        calibrated = self._confidence(probs[rows, top])
         out = share_below(probs, top, 1.0 - calibrated, calibrated * (1.0 - _MARGIN))
         out[rows, top] = calibrated
         return out

@@ -41,7 +41,7 @@ package refits its classifier per fold).
 from __future__ import annotations
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import KFold, StratifiedKFold
 
 from calbench.calibrators.base import Calibrator
 from calbench.errors import check_choice
@@ -150,10 +150,15 @@ class VennAbersCalibrator(Calibrator):
             self.tables_.append(self._fit_binary(scores[rows], y[rows] == positive))
 
     def _fit_binary(self, scores, labels):
-        """One table per fold: the whole data (inductive) or each stratified fold."""
-        if self.n_folds == 1:
+        """One table per fold: the whole data (inductive) or each stratified fold. A
+        problem with fewer samples of a label than folds (a rare pair of classes) is split
+        without stratifying, and one with fewer samples than folds gets the inductive
+        table: a fold needs data, and the pair's other problems are unaffected."""
+        if self.n_folds == 1 or len(labels) < self.n_folds:
             return [venn_abers_tables(scores, labels)]
-        folds = StratifiedKFold(self.n_folds, shuffle=True, random_state=self.random_state)
+        stratify = min(labels.sum(), (~labels).sum()) >= self.n_folds
+        splitter = StratifiedKFold if stratify else KFold
+        folds = splitter(self.n_folds, shuffle=True, random_state=self.random_state)
         return [
             venn_abers_tables(scores[part], labels[part]) for _, part in folds.split(scores, labels)
         ]
