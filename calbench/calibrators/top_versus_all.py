@@ -22,7 +22,6 @@ cross-entropy instead: ``make_calibrator("ts", criterion="top_label_bce")``, or
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import clone
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import (
@@ -84,7 +83,7 @@ class TopVersusAll(Calibrator):
         probs = softmax(logits)
         top = probs.argmax(axis=1)
         confidence = probs[np.arange(len(y)), top]
-        self.map_ = clone(self._binary_map())
+        self.map_ = self._binary_map()
         self.fitted_ = self.map_._fit_binary(confidence, (top == y).astype(np.float64))
 
     def calibrated_confidence(self, logits) -> np.ndarray:

@@ -28,7 +28,7 @@ from calbench.decision.family import (
     curve_metric,
     prior_shift_family,
 )
-from calbench.decision.risk import bayes_decisions
+from calbench.decision.risk import empirical_risk
 from calbench.decision.shift import (
     ESTIMATES,
     check_prior,
@@ -73,12 +73,15 @@ class DecisionTask:
         if self.estimate == "known":
             risks = self.family.risks(probs, y, points)
         else:
-            risks = []
-            for eps in points:
-                loss = self.family.at(eps)
-                ratio = self.estimated_ratio(probs, y, eps, validation)
-                decisions = bayes_decisions(probs * ratio, self.loss)
-                risks.append(loss[y, decisions].mean())
+            risks = [
+                empirical_risk(
+                    probs * self.estimated_ratio(probs, y, eps, validation),
+                    y,
+                    self.loss,
+                    weights=self.true_ratio(eps)[y],
+                )
+                for eps in points
+            ]
         return {curve_metric(e): float(r) for e, r in zip(points, risks, strict=True)}
 
     def estimated_ratio(self, probs, y, eps=None, validation=None) -> np.ndarray | None:
@@ -88,11 +91,14 @@ class DecisionTask:
         the calibration data's (calibrated posteriors, labels), which BBSE needs."""
         if self.estimate == "known":
             return None
-        train = self.priors[0]
-        eps = self.eps if eps is None else eps
-        weights = (mixed_prior(train, self.target, eps) / train)[y]
+        weights = self.true_ratio(self.eps if eps is None else eps)[y]
         fit_probs, fit_y = validation if validation is not None else (None, None)
-        return estimated_ratios(self.estimate, probs, train, weights, fit_probs, fit_y)
+        return estimated_ratios(self.estimate, probs, self.priors[0], weights, fit_probs, fit_y)
+
+    def true_ratio(self, eps: float) -> np.ndarray:
+        """p_test / p_train per class at ``eps``: the importance weights of eq. 3.37."""
+        train = self.priors[0]
+        return mixed_prior(train, self.target, eps) / train
 
 
 def _checked_curve(curve, where: str) -> dict | None:
