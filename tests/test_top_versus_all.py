@@ -129,3 +129,15 @@ def test_share_below_water_fills_under_the_cap():
     np.testing.assert_allclose(out[1], [0, 0.2, 0.2, 0.2])
     # Row 2: three classes at a cap of 0.15 hold 0.45 < 0.85: the plain proportional share.
     np.testing.assert_allclose(out[2], np.array([0, 0.3, 0.2, 0.1]) * 0.85 / 0.6)
+
+
+def test_rows_stay_finite_where_the_other_classes_underflow():
+    """Logits 200+ apart leave the other classes subnormal probabilities; a calibrated
+    confidence below 1/k then shares the rest in proportion to them without overflowing
+    (hypothesis found scale 219, seed 1 in test_outputs_stay_on_the_simplex_for_any_logits)."""
+    gen = np.random.default_rng(1)
+    z = gen.normal(size=(120, 4)) * 219.0
+    y = np.arange(120) % 4
+    probs = make_calibrator("tva").fit(z, y).predict_proba(gen.normal(size=(60, 4)) * 219.0)
+    assert np.isfinite(probs).all() and (probs >= 0).all()
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)

@@ -121,6 +121,9 @@ def share_below(probs: np.ndarray, top: np.ndarray, total: np.ndarray, cap: np.n
     empty = weights.sum(axis=1) == 0
     weights[empty] = 1.0
     weights[rows[empty], top[empty]] = 0.0
+    # Shares of 1: where the others' probabilities are subnormal, total / their sum would
+    # overflow to inf (and inf * 0 to nan).
+    weights /= weights.sum(axis=1, keepdims=True)
     order = np.argsort(-weights, axis=1)[:, : k - 1]  # the top class (0) sorts last
     ranked = np.take_along_axis(weights, order, axis=1)
     tail = ranked[:, ::-1].cumsum(axis=1)[:, ::-1]  # the weights from rank m on
@@ -129,6 +132,6 @@ def share_below(probs: np.ndarray, top: np.ndarray, total: np.ndarray, cap: np.n
         alpha = (total[:, None] - at_cap * cap[:, None]) / np.where(tail > 0, tail, 1.0)
     fits = (alpha * ranked <= cap[:, None]) & (tail > 0)
     found = fits.any(axis=1)
-    scale = np.where(found, alpha[rows, fits.argmax(axis=1)], total / tail[:, 0])
+    scale = np.where(found, alpha[rows, fits.argmax(axis=1)], total)
     limit = np.where(found, cap, np.inf)
     return np.minimum(weights * scale[:, None], limit[:, None])
