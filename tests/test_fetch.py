@@ -164,7 +164,7 @@ def test_published_logits_have_their_lfs_checksums():
     assert any("media.githubusercontent.com" in u for u in published.urls)
     assert any("caltrain_data" in u for u in published.urls)
     with_sums = [f for f in files.values() if f.name.startswith("probs_") and f.sha256]
-    assert len(with_sums) == 11
+    assert len(with_sums) == 13  # the 11 of the LFS store, and ImageNet's two from its history
 
 
 def test_data_list_on_a_fresh_machine(tmp_path):
@@ -187,3 +187,23 @@ def test_published_densenet_installs_from_the_shared_folder(published_logits):
         "kull_pickle", path=published_logits / "probs_densenet40_c10_logits.p", sha256=sha
     )
     assert ds.logits_cal.shape == (5000, 10) and ds.logits_test.shape == (10000, 10)
+
+
+def test_the_registry_knows_every_published_checksum():
+    """Every NN_calibration pickle in shared/data/published_logits.tsv (ImageNet's, removed
+    from the repository, included) is registered with that SHA-256 and size."""
+    from conftest import SHARED_DATA
+
+    from calbench.data.registry import registered_sets
+
+    listing = SHARED_DATA / "published_logits.tsv"
+    if not listing.is_file():
+        pytest.skip(f"{listing} is absent (a user's clone)")
+    lines = [line for line in listing.read_text().splitlines() if not line.startswith("#")]
+    published = {
+        name: (sha, int(size)) for name, sha, size in (line.split("\t") for line in lines[1:])
+    }
+    registered = {f.name: (f.sha256, f.bytes) for s in registered_sets().values() for f in s.files}
+    # the birds logits belong to no paper calbench reproduces
+    wanted = {n: v for n, v in published.items() if "birds" not in n}
+    assert {n: registered.get(n) for n in wanted} == wanted

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from calbench.conf_files import group_files
 from calbench.metrics import higher_is_better
 from calbench.reproduce import report as report_module
 from calbench.reproduce.published import decimals_of, not_reproducible, published
@@ -149,9 +150,11 @@ def test_not_reproducible_tables_give_reasons():
 
 
 def _fake_store(monkeypatch, values):
-    series = pd.Series(values, dtype=float)
-    series.index = pd.MultiIndex.from_tuples(series.index)
-    monkeypatch.setattr(report_module, "_calbench_values", lambda rows: series)
+    frame = pd.DataFrame(
+        {"value": list(values.values()), "config_hash": [f"h{i}" for i in range(len(values))]},
+        index=pd.MultiIndex.from_tuples(list(values)),
+    )
+    monkeypatch.setattr(report_module, "_calbench_values", lambda rows: frame)
 
 
 def test_report_statuses_and_tolerance_rules(monkeypatch):
@@ -170,14 +173,65 @@ def test_report_statuses_and_tolerance_rules(monkeypatch):
     out = compare("gupta_ks").set_index(["table", "dataset", "method"])
     row = out.loc[("Table 1", "c10_densenet40", "uncal")]
     assert row["status"] == "equal" and row["calbench"] == "5.4931"
-    assert out.loc[("Table 1", "c10_densenet40", "ts"), "status"] == "differs"
+    assert out.loc[("Table 1", "c10_densenet40", "ts"), "status"] == "unexplained"
     assert out.loc[("Table 1", "c10_densenet40", "vs"), "note"] == "cause not yet known"
+    assert out.loc[("Table 1", "c10_densenet40", "uncal"), "cells"] == "h0"
     spline = out.loc[("Table 1", "c10_densenet40", "spline_gupta")]
     assert spline["status"] == "within tolerance" and spline["note"] == "float32 ties."
     assert out.loc[("Table 1", "c10_resnet110", "uncal"), "status"] == "not run"
     lines = summary(out.reset_index())
     assert lines[0].startswith("2 of 4 published numbers reproduced (1 equal")
-    assert "Gupta Table 1: 2" in lines[1] and "not run" in lines[2]
+    assert lines[0].endswith(
+        "2 differ: 0 with a cause verified by running the paper's procedure, 2 unexplained."
+    )
+    assert lines[1] == "Unexplained: Gupta Table 1: 2." and "not run" in lines[2]
+
+
+def test_a_cause_is_verified_only_where_the_procedure_spread_holds_the_printed_number(
+    monkeypatch,
+):
+    """Gupta Table 1 prints VS 0.890, MS-ODIR 0.897, Dir-ODIR 1.057 (KS x100): a procedure
+    spread holding the printed value (widened by half a printed unit) verifies the cause;
+    one that misses it, or a procedure never run, leaves the row unexplained."""
+    _fake_store(
+        monkeypatch,
+        {
+            ("c10_densenet40", "vs", "ks_error"): 0.0100,
+            ("c10_densenet40", "ms_odir", "ks_error"): 0.0100,
+            ("c10_densenet40", "dir_odir", "ks_error"): 0.0100,
+        },
+    )
+    rules = [
+        Rule({"method": "vs"}, "Keras training stops early.", verify="vs_proc"),
+        Rule({"method": "ms_odir"}, "Keras training stops early.", verify="ms_proc"),
+        Rule({"method": "dir_odir"}, "Keras training stops early.", verify="dir_proc"),
+    ]
+    spreads = {
+        # 0.8896 .. 0.8990 holds 0.890; 0.89745 lies half a unit from 0.897
+        ("c10_densenet40", "vs_proc", "ks_error"): report_module.Spread(
+            (0.008896, 0.00899), (15, 16), ("a", "b")
+        ),
+        ("c10_densenet40", "ms_proc", "ks_error"): report_module.Spread(
+            (0.0089745, 0.0095), (15, 16), ("c", "d")
+        ),
+    }
+    monkeypatch.setattr(report_module, "rules", lambda: rules)
+    monkeypatch.setattr(report_module, "procedure_spreads", lambda *a: spreads)
+    out = compare("gupta_ks").set_index(["table", "dataset", "method"])
+    vs = out.loc[("Table 1", "c10_densenet40", "vs")]
+    assert vs["status"] == "verified cause"
+    assert vs["procedure"] == "vs_proc: 0.8896 to 0.8990 over 2 seeds (15, 16)"
+    assert vs["cells"] == "h0 a b"
+    assert out.loc[("Table 1", "c10_densenet40", "ms_odir"), "status"] == "verified cause"
+    dir_odir = out.loc[("Table 1", "c10_densenet40", "dir_odir")]
+    assert dir_odir["status"] == "unexplained" and dir_odir["procedure"] == "dir_proc: not run"
+    assert dir_odir["note"].startswith("stated cause not yet verified")
+    spreads[("c10_densenet40", "ms_proc", "ks_error")] = report_module.Spread(
+        (0.00898, 0.0095), (15, 16), ("c", "d")
+    )
+    out = compare("gupta_ks").set_index(["table", "dataset", "method"])
+    missed = out.loc[("Table 1", "c10_densenet40", "ms_odir")]
+    assert missed["status"] == "unexplained" and missed["note"].startswith("the paper's procedure")
 
 
 def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
@@ -212,8 +266,11 @@ def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
         def __init__(self, results_dir):
             pass
 
-        def read(self, experiment=None):
+        def read(self, experiment=None, latest=True):
             return pd.DataFrame(rows)
+
+        def config(self, cell_hash):
+            return {}
 
     monkeypatch.setattr(report_module, "ResultStore", FakeStore)
     out = compare("kull_uci").set_index(["table", "dataset", "method"])
@@ -221,7 +278,7 @@ def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
     assert (
         lda.loc["dir_l2_kull_uci", "calbench"] == "1.00" and lda.loc["uncal", "calbench"] == "7.00"
     )
-    assert lda.loc["dir_l2_kull_uci", "status"] == "differs"  # Kull prints 1.6 for lda
+    assert lda.loc["dir_l2_kull_uci", "status"] == "unexplained"  # Kull prints 1.6 for lda
     assert out.loc[("Table 2", "classifier:all", "ts"), "calbench"] == "6.000"
     assert out.loc[("Table 2", "classifier:adas", "ts"), "status"] == "not run"
     assert (out.loc["Table 1"]["status"] == "not run").all()  # no p_cw_ece cells
@@ -232,6 +289,8 @@ def test_notes_are_well_formed():
         assert rule.match and len(rule.note) > 30
         assert set(rule.match) <= {"paper", "table", "dataset", "method", "metric"}
         assert rule.tolerance is None or 0 < rule.tolerance < 1
+        # a procedure that verifies a cause is a method config calbench can run
+        assert rule.verify is None or rule.verify in group_files("method")
 
 
 def _calbench(*args, cwd=None):
@@ -275,14 +334,15 @@ def test_uncalibrated_and_ts_rows_of_each_paper(tmp_path, published_logits, pres
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "preset,at_least",
-    [("gupta_ks", 12), ("kull_deepnet", 7), ("valk_real", 85)],
+    "preset,at_least,verified",
+    [("gupta_ks", 12, 8), ("kull_deepnet", 7, 3), ("valk_real", 87, 7)],
 )
 def test_whole_preset_on_densenet40_every_difference_explained(
-    tmp_path, published_logits, preset, at_least
+    tmp_path, published_logits, preset, at_least, verified
 ):
-    """`calbench reproduce PRESET` on DenseNet-40 CIFAR-10 (minutes: make test-slow): the
-    numbers reproduced, and a documented cause for every one that differs."""
+    """`calbench reproduce PRESET` on DenseNet-40 CIFAR-10, its procedure twin included
+    (minutes: make test-slow): the numbers reproduced, a stated cause for every one that
+    differs, and each row marked verified inside the spread of the procedure it names."""
     from calbench.reproduce.cli import reproduce
 
     path, lines = reproduce(preset, published_logits, tmp_path)
@@ -290,6 +350,23 @@ def test_whole_preset_on_densenet40_every_difference_explained(
     ran = report[report["status"] != "not run"]
     assert set(ran["dataset"]) == {"c10_densenet40"}
     assert ran["status"].isin(["equal", "within tolerance"]).sum() >= at_least, lines
-    unexplained = ran[(ran["status"] == "differs") & (ran["note"] == "cause not yet known")]
-    assert unexplained.empty, unexplained.to_string()
-    assert lines[0].endswith("differ.") and "Reproduction of" in path.read_text()
+    assert (ran["note"] != "cause not yet known").all()
+    checked = ran[ran["status"] == "verified cause"]
+    assert len(checked) >= verified, lines
+    spreads = report_module.procedure_spreads(
+        tmp_path, preset, set(checked["procedure"].str.split(":").str[0])
+    )
+    for row in checked.itertuples():
+        method = row.procedure.split(":")[0]
+        scale = float(
+            published(preset)
+            .query("table == @row.table and method == @row.method and metric == @row.metric")[
+                "scale"
+            ]
+            .iloc[0]
+        )
+        values = np.array(spreads[(row.dataset, method, row.metric)].values) * scale
+        half = 0.5 * 10.0 ** -decimals_of(row.published)
+        assert values.min() - half <= float(row.published) + 1e-12
+        assert float(row.published) <= values.max() + half + 1e-12
+    assert "differ:" in lines[0] and "Reproduction of" in path.read_text()

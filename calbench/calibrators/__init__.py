@@ -23,6 +23,7 @@ from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.hoki import HokiCalibrator
+from calbench.calibrators.keras_style import KerasStyleScaling
 from calbench.calibrators.mix_n_match import (
     EnsembleTemperatureScaling,
     MulticlassIsotonicRegression,
@@ -36,6 +37,7 @@ from calbench.calibrators.parametric import (
     TemperatureScaling,
     VectorScaling,
 )
+from calbench.calibrators.reference_bfgs import BFGSVectorScaling
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
 from calbench.calibrators.structured import StructuredScaling
@@ -73,6 +75,14 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "iop_full": (OrderPreservingCalibrator, {"family": "full"}),
     "iop_diag": (OrderPreservingCalibrator, {"family": "diagonal"}),
     "tva": (TopVersusAll, {}),
+    # Kull et al.'s Keras-trained layers (their reference procedure, not the optimum).
+    "keras_vs": (
+        KerasStyleScaling,
+        {"structure": "vector", "regularization": "none", "double_fit": False},
+    ),
+    "keras_ms": (KerasStyleScaling, {"structure": "matrix", "input_space": "logits"}),
+    "keras_dir": (KerasStyleScaling, {"structure": "matrix", "input_space": "probabilities"}),
+    "bfgs_vs": (BFGSVectorScaling, {}),
     "venn_abers": (VennAbersCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
 }

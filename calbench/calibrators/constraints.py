@@ -60,6 +60,35 @@ class AutoOr:
         return f'"auto" or {self.rule.describe()}'
 
 
+@dataclass(frozen=True)
+class Choice:
+    """One of the listed strings (a class's options, declared with its other parameters)."""
+
+    options: tuple[str, ...]
+
+    def __init__(self, *options: str):
+        object.__setattr__(self, "options", options)
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, str) and value in self.options
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(repr(o) for o in self.options)
+
+
+@dataclass(frozen=True)
+class NoneOr:
+    """None (the option is off) or ``rule``."""
+
+    rule: Number
+
+    def accepts(self, value) -> bool:
+        return value is None or self.rule.accepts(value)
+
+    def describe(self) -> str:
+        return f"None or {self.rule.describe()}"
+
+
 NON_NEGATIVE = Number(0.0)
 POSITIVE = Number(0.0, strict=True)
 COUNT = Number(1, integer=True)

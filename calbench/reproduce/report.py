@@ -7,7 +7,12 @@ A number is
 - ``within tolerance`` when it is off by no more than a tolerance that a rule in
   ``notes.yaml`` states together with its reason (the reference code's float32 arithmetic,
   a value on a rounding boundary, ...);
-- ``differs`` otherwise, with the known cause where a rule gives one;
+- ``verified cause`` when it differs, and a rule names a calbench method that follows the
+  paper's own procedure (``verify:``), and the printed number lies inside the spread of that
+  method's stored cells (one per seed; widened by half a printed unit, since the paper
+  rounds) -- the cause is then a fact, run in calbench;
+- ``unexplained`` when it differs otherwise: no rule, a rule whose cause has not been run,
+  or a procedure whose spread misses the printed number (the row says which);
 - ``not run`` when the store holds no such cell (the data set is absent, or the preset has
   not run yet).
 
@@ -27,7 +32,8 @@ from calbench.conf_files import load_yaml
 from calbench.reproduce.published import not_reproducible, published
 from calbench.runner.store import ResultStore
 
-STATUSES = ("equal", "within tolerance", "differs", "not run")
+STATUSES = ("equal", "within tolerance", "verified cause", "unexplained", "not run")
+DIFFERS = ("verified cause", "unexplained")
 REPORT_COLUMNS = [
     "paper",
     "table",
@@ -39,7 +45,9 @@ REPORT_COLUMNS = [
     "calbench",
     "delta",
     "status",
+    "procedure",
     "note",
+    "cells",
 ]
 _RULE_KEYS = ("paper", "table", "dataset", "method", "metric")
 
@@ -51,6 +59,8 @@ class Rule:
     match: dict
     note: str
     tolerance: float | None = None  # in the printed units (after ``scale``)
+    #: A calbench method that runs the paper's procedure, whose spread verifies the note.
+    verify: str | None = None
 
     def applies(self, row) -> bool:
         return all(str(row[k]) == str(v) for k, v in self.match.items())
@@ -61,19 +71,70 @@ def rules() -> list[Rule]:
     out = []
     for entry in load_yaml(text) or []:
         match = {k: entry[k] for k in _RULE_KEYS if k in entry}
-        out.append(Rule(match, " ".join(str(entry["note"]).split()), entry.get("tolerance")))
+        note = " ".join(str(entry["note"]).split())
+        out.append(Rule(match, note, entry.get("tolerance"), entry.get("verify")))
     return out
 
 
-def _calbench_values(rows: pd.DataFrame) -> pd.Series:
-    """Mean over folds of the newest cell of each (dataset, classifier, method): cells run
-    with other settings (another data path, seed, protocol) are never averaged together."""
+def _calbench_values(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean over folds (``value``) of the newest cell (``config_hash``) of each (dataset,
+    classifier, method), indexed by (dataset, method, metric): cells run with other settings
+    (another data path, seed, protocol) are never averaged together."""
     if rows.empty:
-        return pd.Series(dtype=float)
+        return pd.DataFrame(columns=["value", "config_hash"])
     cell = ["dataset", "classifier", "method"]
     newest = rows.sort_values("written").groupby(cell)["config_hash"].last()
     rows = rows[rows["config_hash"].isin(newest)]
-    return rows.groupby(["dataset", "method", "metric"])["value"].mean()
+    grouped = rows.groupby(["dataset", "method", "metric"])
+    return pd.DataFrame(
+        {"value": grouped["value"].mean(), "config_hash": grouped["config_hash"].first()}
+    )
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A procedure method's outcomes for one (dataset, metric): one value per seed."""
+
+    values: tuple[float, ...]
+    seeds: tuple
+    cells: tuple[str, ...]
+
+    def describe(self, scale: float, decimals: int) -> str:
+        low, high = min(self.values) * scale, max(self.values) * scale
+        if self.seeds == (None,):
+            return f"{low:.{decimals}f} (deterministic: one cell)"
+        seeds = ", ".join(str(s) for s in self.seeds)
+        return f"{low:.{decimals}f} to {high:.{decimals}f} over {len(self.values)} seeds ({seeds})"
+
+
+def procedure_spreads(results_dir, preset: str, methods) -> dict:
+    """(dataset, method, metric) -> `Spread` of the stored cells of each procedure method:
+    every seed's newest cell (``method.params.seed``; one cell where the method has none)."""
+    store = ResultStore(results_dir)
+    rows = store.read(preset, latest=False)
+    rows = rows[rows["method"].isin(list(methods))]
+    if rows.empty:
+        return {}
+    cells = rows.sort_values("written").drop_duplicates("config_hash", keep="last")
+    seed_of = {
+        h: ((store.config(h).get("method") or {}).get("params") or {}).get("seed")
+        for h in cells["config_hash"]
+    }
+    # As text: a method without a seed (None) must stay a group key, not a dropped NaN.
+    cells = cells.assign(method_seed=[str(seed_of[h]) for h in cells["config_hash"]])
+    newest = cells.groupby(["dataset", "method", "method_seed"])["config_hash"].last()
+    rows = rows[rows["config_hash"].isin(newest)]
+    means = rows.groupby(["dataset", "method", "metric", "config_hash"])["value"].mean()
+    out = {}
+    for (dataset, method, metric), part in means.groupby(level=[0, 1, 2]):
+        hashes = [key[3] for key in part.index]
+        order = sorted(range(len(hashes)), key=lambda i: str(seed_of[hashes[i]]))
+        out[(dataset, method, metric)] = Spread(
+            tuple(float(part.iloc[i]) for i in order),
+            tuple(seed_of[hashes[i]] for i in order),
+            tuple(hashes[i] for i in order),
+        )
+    return out
 
 
 def _average_ranks(specs, rows: pd.DataFrame) -> dict:
@@ -101,6 +162,20 @@ def _row_label(dataset: str) -> str:
     return "avg rank" if label == "all" else label
 
 
+def _status(ours, printed, half_unit, tolerance, spread, scale) -> str:
+    if np.isnan(ours):
+        return "not run"
+    if abs(ours - printed) <= half_unit * (1 + 1e-9):
+        return "equal"
+    if tolerance is not None and abs(ours - printed) <= tolerance + half_unit:
+        return "within tolerance"
+    if spread is not None:
+        low, high = min(spread.values) * scale, max(spread.values) * scale
+        if low - half_unit * (1 + 1e-9) <= printed <= high + half_unit * (1 + 1e-9):
+            return "verified cause"
+    return "unexplained"
+
+
 def compare(preset: str, results_dir="results") -> pd.DataFrame:
     """The report's rows for every published number of ``preset``."""
     table = published(preset)
@@ -108,29 +183,40 @@ def compare(preset: str, results_dir="results") -> pd.DataFrame:
     values = _calbench_values(stored)
     ranked = _average_ranks(sorted(set(table["spec"]) - {""}), stored)
     known = rules()
+    procedures = {r.verify for r in known if r.verify}
+    spreads = procedure_spreads(results_dir, preset, procedures) if procedures else {}
     out = []
     for _, row in table.iterrows():
+        cells = ""
         if row["spec"]:
             ours = ranked.get((row["spec"], _row_label(row["dataset"]), row["column"]), np.nan)
         else:
             key = (row["dataset"], row["method"], row["metric"])
-            ours = values.get(key, np.nan) * float(row["scale"])
-        printed = row["printed"]
-        half_unit = 0.5 * 10.0 ** -row["decimals"]
+            found = key in values.index
+            ours = values.at[key, "value"] * float(row["scale"]) if found else np.nan
+            cells = values.at[key, "config_hash"] if found else ""
+        printed, decimals, scale = row["printed"], row["decimals"], float(row["scale"])
         matching = [r for r in known if r.applies(row)]
         tolerance = next((r.tolerance for r in matching if r.tolerance is not None), None)
-        delta = ours - printed
-        if np.isnan(ours):
-            status = "not run"
-        elif abs(delta) <= half_unit * (1 + 1e-9):
-            status = "equal"
-        elif tolerance is not None and abs(delta) <= tolerance + half_unit:
-            status = "within tolerance"
-        else:
-            status = "differs"
+        verify = next((r.verify for r in matching if r.verify), None)
+        spread = spreads.get((row["dataset"], verify, row["metric"])) if verify else None
+        status = _status(ours, printed, 0.5 * 10.0**-decimals, tolerance, spread, scale)
+        procedure = ""
+        if verify and status != "not run":
+            procedure = f"{verify}: " + (
+                spread.describe(scale, decimals + 1) if spread else "not run"
+            )
+            if spread:
+                cells = " ".join([cells, *spread.cells]).strip()
         note = " ".join(r.note for r in matching) if status != "equal" else ""
-        if status == "differs" and not matching:
-            note = "cause not yet known"
+        if status == "unexplained":
+            if not matching:
+                note = "cause not yet known"
+            elif spread is not None:
+                note = "the paper's procedure, run in calbench, misses the printed value. " + note
+            else:
+                note = "stated cause not yet verified by running it in calbench. " + note
+        delta = ours - printed
         out.append(
             [
                 row["paper"],
@@ -140,32 +226,45 @@ def compare(preset: str, results_dir="results") -> pd.DataFrame:
                 row["method"],
                 row["metric"],
                 row["value"],
-                "" if np.isnan(ours) else f"{ours:.{row['decimals'] + 1}f}",
-                "" if np.isnan(ours) else f"{delta:+.{row['decimals'] + 1}f}",
+                "" if np.isnan(ours) else f"{ours:.{decimals + 1}f}",
+                "" if np.isnan(ours) else f"{delta:+.{decimals + 1}f}",
                 status,
+                procedure,
                 note,
+                cells,
             ]
         )
     return pd.DataFrame(out, columns=REPORT_COLUMNS)
 
 
+def counts(report: pd.DataFrame) -> dict:
+    """Published numbers by status (every status present, zero where none)."""
+    found = report["status"].value_counts()
+    return {status: int(found.get(status, 0)) for status in STATUSES}
+
+
 def summary(report: pd.DataFrame) -> list[str]:
-    """The closing lines: how many numbers were reproduced, which differ, what did not run."""
-    counts = report["status"].value_counts()
+    """The closing lines: how many numbers were reproduced, which differ and whether their
+    cause is verified, what did not run."""
+    n = counts(report)
     ran = report[report["status"] != "not run"]
-    good = counts.get("equal", 0) + counts.get("within tolerance", 0)
+    good = n["equal"] + n["within tolerance"]
+    differ = n["verified cause"] + n["unexplained"]
     lines = [
-        f"{good} of {len(ran)} published numbers reproduced "
-        f"({counts.get('equal', 0)} equal at the printed rounding, "
-        f"{counts.get('within tolerance', 0)} within a stated tolerance); "
-        f"{counts.get('differs', 0)} differ."
+        f"{good} of {len(ran)} published numbers reproduced ({n['equal']} equal at the "
+        f"printed rounding, {n['within tolerance']} within a stated tolerance); {differ} "
+        f"differ: {n['verified cause']} with a cause verified by running the paper's "
+        f"procedure, {n['unexplained']} unexplained."
     ]
-    differ = ran[ran["status"] == "differs"]
-    if len(differ):
-        by_table = differ.groupby(["paper", "table"]).size()
-        lines.append(
-            "Differ: " + "; ".join(f"{p} {t}: {n}" for (p, t), n in by_table.items()) + "."
-        )
+    for status in DIFFERS:
+        part = ran[ran["status"] == status]
+        if len(part):
+            by_table = part.groupby(["paper", "table"]).size()
+            lines.append(
+                f"{status.capitalize()}: "
+                + "; ".join(f"{p} {t}: {k}" for (p, t), k in by_table.items())
+                + "."
+            )
     missing = report[report["status"] == "not run"]
     ranks = missing["dataset"].str.startswith("classifier:")
     if (~ranks).any():
@@ -194,8 +293,11 @@ def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
         *lines,
         "",
         "Status: *equal* = rounds to the printed digits; *within tolerance* = off by no more "
-        "than the tolerance the note justifies; *differs* = neither (the note gives the known "
-        "cause); *not run* = no stored cell.",
+        "than the tolerance the note justifies; *verified cause* = differs, and the paper's "
+        "own procedure, run in calbench (column *procedure*: its spread over seeds), holds "
+        "the printed value; *unexplained* = differs otherwise (the note says what is known "
+        "and what is not verified); *not run* = no stored cell. *cells*: the config hashes "
+        "of the stored cells the numbers came from (`store/HASH.csv|yaml`).",
         "",
     ]
     shown = report[report["status"] != "not run"].copy()

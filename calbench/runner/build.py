@@ -91,12 +91,29 @@ def criterion_grid(spec, criterion, keys) -> dict:
     return {key: variants for key in keys}
 
 
+def method_params(method: dict, dataset_name: str) -> dict:
+    """The method's fixed params, with those its paper's authors tuned for this data set
+    (``tuned: {DATASET: {param: value}}``, used where a paper published its choice instead
+    of the search that made it)."""
+    params = dict(method.get("params") or {})
+    tuned = method.get("tuned")
+    if tuned is None:
+        return params
+    if dataset_name not in tuned:
+        raise CalbenchError(
+            f"method {method['name']!r} uses the hyperparameters its authors tuned per data "
+            f"set, and they published none for {dataset_name!r}; it runs on: "
+            f"{', '.join(sorted(tuned))}."
+        )
+    return {**params, **tuned[dataset_name]}
+
+
 def build_calibrator(spec, dataset: Dataset, task: DecisionTask | None = None, eps=None):
     """The method's calibrator with its fixed params, the criterion (for the decision
     ``task`` at ``eps``; default: the run's fold-free loss), and its grid."""
     spec = CellSpec.of(spec)
     method = spec.method
-    calibrator = make_calibrator(method["calibrator"], **dict(method.get("params") or {}))
+    calibrator = make_calibrator(method["calibrator"], **method_params(method, dataset.name))
     accepted = calibrator.get_params()
     # Hand the criterion (and the known true map) to every step that takes one, nested
     # steps of a composition included.

@@ -40,7 +40,12 @@ def fit_selected(spec: CellSpec, calibrator, grid, logits, y, score=None):
         logits,
         y,
         inner_folds=spec.protocol["inner_folds"],
-        average_inner_models=spec.protocol["average_inner_models"],
+        # A method may say how its paper fitted it, whatever the protocol's default (Kull
+        # et al. fitted VecS once on the whole calibration set, their ODIR maps as an
+        # average of the inner-fold models).
+        average_inner_models=spec.method.get(
+            "average_inner_models", spec.protocol["average_inner_models"]
+        ),
         seed=spec.seed,
         score=score,
         inner_cv=spec.protocol.get("inner_cv", "stratified"),

@@ -19,8 +19,9 @@ from calbench.conf_files import group_files, root_config
 from calbench.errors import CalbenchError, nearest
 from calbench.runner.spec import CELL_KEYS, CellSpec
 
-#: The keys of a method config.
-METHOD_KEYS = ("name", "calibrator", "params", "grid")
+#: The keys of a method config (`calbench.runner.build.method_params` reads ``tuned``; the
+#: cell's fit reads ``average_inner_models``, which overrides the protocol's).
+METHOD_KEYS = ("name", "calibrator", "params", "grid", "tuned", "average_inner_models")
 
 
 def run_keys() -> list[str]:
@@ -79,6 +80,11 @@ def check_method(method: dict) -> None:
     params = dict(method.get("params") or {})
     calibrator = make_calibrator(method["calibrator"], **params)  # unknown params: its error
     calibrator.validate_params()
+    for dataset_name, tuned in (method.get("tuned") or {}).items():
+        try:
+            clone(calibrator).set_params(**tuned).validate_params()
+        except ValueError as exc:  # CalbenchError, or scikit-learn's for an unknown name
+            raise CalbenchError(f"method {method['name']!r}, tuned.{dataset_name}: {exc}") from None
     grid = method_grid(method)
     accepted = calibrator.get_params()
     for key, values in grid.items():

@@ -81,7 +81,12 @@ def select_and_fit(
     # fit starting from the previous grid point's solution (the same optimum, fewer steps).
     warm = "warm_start" in calibrator.run_input_keys("warm_start")  # not a step's
     prefix = _prefix_key(calibrator, grid)
-    if prefix is not None:  # one fit per inner fold, at the largest value
+    # Calibrators that train a whole grid as one batch (the Keras-style layers) fit every
+    # point of an inner fold at once; the choice and the kept models are as one by one.
+    batched = getattr(calibrator, "fit_grid", None) is not None
+    if batched:
+        runners = [calibrator.fit_grid(logits[f], y[f], points) for f, _ in splits]
+    elif prefix is not None:  # one fit per inner fold, at the largest value
         longest = {prefix: max(point[prefix] for point in points)}
         runners = [clone(calibrator).set_params(**longest).fit(logits[f], y[f]) for f, _ in splits]
     else:
@@ -104,7 +109,9 @@ def select_and_fit(
         out_of_fold = np.empty((len(y), n_classes))
         models = []
         for runner, (fit_idx, held_idx) in zip(runners, splits, strict=True):
-            if prefix is not None:
+            if batched:
+                model = runner[i]
+            elif prefix is not None:
                 model = runner.truncated(prefix, params[prefix])
             else:
                 model = runner if warm else clone(calibrator)
