@@ -354,10 +354,14 @@ def test_outputs_stay_on_the_simplex_for_any_logits(name, scale, seed):
 
 
 def _bad_values(rule):
-    from calbench.calibrators.constraints import Flag
+    from calbench.calibrators.constraints import AutoOr, Choice, Flag, NoneOr
 
     if isinstance(rule, Flag):
         return [1, "yes"]
+    if isinstance(rule, Choice):
+        return ["nosuch", 1, None]
+    if isinstance(rule, AutoOr | NoneOr):
+        return _bad_values(rule.rule)
     bad = ["abc", True]
     if rule.low is not None:
         bad.append(rule.low - 1 if not rule.strict else rule.low)
@@ -375,9 +379,11 @@ def test_every_constrained_parameter_rejects_bad_values_before_fitting(name):
         pytest.skip("compose's parameters are its steps'")
     z = np.zeros((6, 3))
     y = np.array([0, 1, 2, 0, 1, 2])
-    constrained = [p for p in calibrator.get_params(deep=False) if p in CONSTRAINTS]
+    # the shared constraints and the class's own (string options declared as Choice)
+    table = {**CONSTRAINTS, **calibrator._parameter_constraints}
+    constrained = [p for p in calibrator.get_params(deep=False) if p in table]
     for param in constrained:
-        for value in _bad_values(CONSTRAINTS[param]):
+        for value in _bad_values(table[param]):
             with pytest.raises(CalbenchError, match=f"The '{param}' parameter of .* must be"):
                 clone(calibrator).set_params(**{param: value}).fit(z, y)
 
@@ -445,3 +451,20 @@ def test_every_calibrator_documents_its_parameters(cls):
         assert re.search(listed, section, re.MULTILINE), (cls.__name__, name)
     if not names:
         assert section.strip().startswith("None"), cls.__name__
+
+
+@pytest.mark.parametrize("name", sorted(CALIBRATORS))
+def test_every_string_option_is_declared_with_the_class(name):
+    """A calibrator's string options are declared as constraints (checked once, by the
+    base class, before any fit), not checked by hand inside ``_fit``. Not options: the
+    criterion (a name or a spec, `calbench.criteria`'s) and the device (torch's)."""
+    from calbench.calibrators.constraints import CONSTRAINTS
+
+    calibrator = make_calibrator(name)
+    table = {**CONSTRAINTS, **calibrator._parameter_constraints}
+    strings = [
+        p
+        for p, v in calibrator.get_params(deep=False).items()
+        if isinstance(v, str) and v != "auto" and p not in ("criterion", "device")
+    ]
+    assert [p for p in strings if p not in table] == []

@@ -14,7 +14,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from calbench.calibrators.base import Calibrator
-from calbench.errors import check_choice
+from calbench.calibrators.constraints import Choice
 from calbench.metrics.binned import bin_indices
 from calbench.simplex import TINY, softmax
 
@@ -82,13 +82,16 @@ class HistogramBinning(OneVsRestCalibrator):
         Equal-width bins, or equal-frequency bins of the calibration scores.
     """
 
+    _parameter_constraints = {
+        "binning": Choice("equal_width", "equal_size"),
+    }
+
     def __init__(self, n_bins=15, binning="equal_width"):
         self.n_bins = n_bins
         self.binning = binning
 
     def _fit_binary(self, scores, outcomes):
         n_bins = int(self.n_bins)
-        check_choice(self.binning, "binning", type(self).__name__, ("equal_width", "equal_size"))
         bins = bin_indices(scores, n_bins, self.binning)
         counts = np.bincount(bins, minlength=n_bins)
         sums = np.bincount(bins, weights=outcomes, minlength=n_bins)
@@ -139,6 +142,10 @@ class SmoothedBinning(OneVsRestCalibrator):
         The Laplace pseudo-count of each bin's positives and negatives.
     """
 
+    _parameter_constraints = {
+        "strategy": Choice("uniform", "quantile"),
+    }
+
     def __init__(self, n_bins=10, strategy="uniform", alpha=1.0):
         self.n_bins = n_bins
         self.strategy = strategy
@@ -146,7 +153,6 @@ class SmoothedBinning(OneVsRestCalibrator):
 
     def _fit_binary(self, scores, outcomes):
         n_bins = int(self.n_bins)
-        check_choice(self.strategy, "strategy", type(self).__name__, ("uniform", "quantile"))
         alpha = float(self.alpha)
         if self.strategy == "quantile":
             step = int(np.ceil(len(scores) / n_bins))

@@ -4,8 +4,9 @@
 Parameters mean the same thing in every calibrator that has them (``reg_lambda`` is a
 penalty weight wherever it appears), so the constraints are declared once, by name;
 a class whose parameter means something else overrides its entry in
-``Calibrator._parameter_constraints``. String options are checked where they are used
-(`calbench.errors.check_choice`), against the choices of that class.
+``Calibrator._parameter_constraints``, where string options are declared with `Choice`
+beside the class's other parameters, so that ``fit`` and the run's config check
+(`calbench.runner.checks`) reject a bad option before any work.
 """
 
 from __future__ import annotations
@@ -117,4 +118,6 @@ CONSTRAINTS = {
     "n_iterations": Number(0, integer=True),
     **dict.fromkeys(("random_state", "seed", "ranks"), Number(0, integer=True)),
     **dict.fromkeys(("penalise_intercept", "reference_class", "warm_start"), Flag()),
+    # how the k-NN, kernel, forest and DEC maps keep outputs inside the simplex
+    "cropping": Choice("outside", "clip"),
 }

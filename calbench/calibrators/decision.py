@@ -19,9 +19,8 @@ import copy
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.neighbourhood import CROPPINGS, crop, default_epsilon
+from calbench.calibrators.neighbourhood import crop, default_epsilon
 from calbench.device import resolve_device
-from calbench.errors import check_choice
 from calbench.lazy import LazyModule
 from calbench.simplex import softmax
 
@@ -112,7 +111,6 @@ class DecisionCalibrator(Calibrator):
 
     def _fit(self, logits, y):
         n_decisions = int(self.n_decisions)
-        check_choice(self.cropping, "cropping", "dec", CROPPINGS)
         n_iterations, steps = int(self.n_iterations), int(self.n_steps)
         gen = torch.Generator().manual_seed(int(self.random_state))
         device = resolve_device(self.device)

@@ -17,8 +17,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.neighbourhood import CROPPINGS, crop, default_epsilon
-from calbench.errors import CalbenchError, check_choice
+from calbench.calibrators.neighbourhood import crop, default_epsilon
+from calbench.errors import CalbenchError
 from calbench.simplex import softmax
 
 
@@ -46,7 +46,6 @@ class RandomCalibrationForest(Calibrator):
         self.random_state = random_state
 
     def _fit(self, logits, y):
-        check_choice(self.cropping, "cropping", "forest", CROPPINGS)
         n_bins = int(self.n_bins)
         depth = n_bins.bit_length() - 1
         if 2**depth != n_bins:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
-from calbench.errors import CalbenchError, check_choice
+from calbench.calibrators.constraints import Choice
+from calbench.errors import CalbenchError
 from calbench.simplex import softmax
 
 
@@ -165,6 +166,11 @@ class HokiCalibrator(Calibrator):
         The spreads the search tries (Hoki sec. 5).
     """
 
+    _parameter_constraints = {
+        "family": Choice("search", "gaussian", "uniform"),
+        "init": Choice("accuracy", "confidence"),
+    }
+
     def __init__(
         self,
         family="search",
@@ -216,8 +222,6 @@ class HokiCalibrator(Calibrator):
         return softmax(logits).max(axis=1)
 
     def _fit(self, logits, y):
-        check_choice(self.family, "family", "hoki", ("search", "gaussian", "uniform"))
-        check_choice(self.init, "init", "hoki", ("accuracy", "confidence"))
         if self.spread is not None and not self.spread > 0:
             raise CalbenchError(f"hoki: spread must be positive; got {self.spread}.")
         correct = (logits.argmax(axis=1) == y).astype(np.float64)

@@ -40,15 +40,12 @@ import numpy as np
 from scipy.special import gammaln
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.constraints import Choice
 from calbench.calibrators.threads import blas_threads
-from calbench.errors import CalbenchError, check_choice
 from calbench.simplex import log_softmax
 
 # Distance matrix entries per chunk (~64 MB of float64).
 _CHUNK_ENTRIES = 8_000_000
-
-
-CROPPINGS = ("outside", "clip")
 
 
 def crop(probs: np.ndarray, epsilon: float, cropping: str = "outside") -> np.ndarray:
@@ -74,12 +71,7 @@ class NeighbourhoodCalibrator(Calibrator):
 
     input_kind = "probabilities"
 
-    def _check(self) -> None:
-        pass
-
     def _fit(self, logits, y):
-        check_choice(self.cropping, "cropping", type(self).__name__, CROPPINGS)
-        self._check()
         self.log_probs_ = log_softmax(logits)
         self.probs_ = np.exp(self.log_probs_)
         one_hot = np.zeros_like(self.probs_)
@@ -138,15 +130,13 @@ class KNNCalibrator(NeighbourhoodCalibrator):
         See `crop`.
     """
 
+    _parameter_constraints = {"metric": Choice("kl", "euclidean")}
+
     def __init__(self, n_neighbors=512, metric="kl", epsilon=None, cropping="outside"):
         self.n_neighbors = n_neighbors
         self.metric = metric
         self.epsilon = epsilon
         self.cropping = cropping
-
-    def _check(self):
-        if self.metric not in ("kl", "euclidean"):
-            raise CalbenchError(f"KNN metric must be 'kl' or 'euclidean'; got {self.metric!r}.")
 
     def _fit(self, logits, y):
         super()._fit(logits, y)
@@ -190,6 +180,11 @@ class KernelCalibrator(NeighbourhoodCalibrator):
         ``calibration`` as Valk's code, ``test`` as the thesis' formula.
     """
 
+    _parameter_constraints = {
+        "kernel": Choice("rbf", "dirichlet"),
+        "dirichlet_alpha": Choice("calibration", "test"),
+    }
+
     def __init__(
         self,
         kernel="dirichlet",
@@ -203,12 +198,6 @@ class KernelCalibrator(NeighbourhoodCalibrator):
         self.epsilon = epsilon
         self.cropping = cropping
         self.dirichlet_alpha = dirichlet_alpha
-
-    def _check(self):
-        check_choice(self.kernel, "kernel", "KernelCalibrator", ("rbf", "dirichlet"))
-        check_choice(
-            self.dirichlet_alpha, "dirichlet_alpha", "KernelCalibrator", ("calibration", "test")
-        )
 
     def _fit(self, logits, y):
         super()._fit(logits, y)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.constraints import Choice
 from calbench.device import resolve_device
-from calbench.errors import check_choice, check_int
+from calbench.errors import check_int
 from calbench.lazy import LazyModule
 
 torch = LazyModule("torch")
@@ -55,6 +56,10 @@ class OrderPreservingCalibrator(Calibrator):
     """
 
     run_inputs = ("device",)
+
+    _parameter_constraints = {
+        "family": Choice("full", "diagonal"),
+    }
 
     def __init__(
         self,
@@ -91,7 +96,6 @@ class OrderPreservingCalibrator(Calibrator):
         return torch.empty_like(out_sorted).scatter_(1, order, out_sorted)
 
     def _fit(self, logits, y):
-        check_choice(self.family, "family", "iop", ("full", "diagonal"))
         h1, h2 = (check_int(h, "hidden", "iop") for h in self.hidden)
         k = logits.shape[1]
         gen = torch.Generator().manual_seed(int(self.random_state))

@@ -17,12 +17,12 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr
+from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr, Choice
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial
 from calbench.calibrators.threads import blas_threads
 from calbench.criteria import get_criterion
 from calbench.device import resolve_device
-from calbench.errors import CalbenchError, check_choice
+from calbench.errors import CalbenchError
 from calbench.lazy import LazyModule
 from calbench.simplex import log_softmax, softmax
 
@@ -377,7 +377,12 @@ class MatrixScaling(ParametricCalibrator):
         self.warm_start = warm_start
         self.solver = solver
 
-    _parameter_constraints = {"reg_lambda": AutoOr(NON_NEGATIVE), "reg_mu": AutoOr(NON_NEGATIVE)}
+    _parameter_constraints = {
+        "reg_lambda": AutoOr(NON_NEGATIVE),
+        "reg_mu": AutoOr(NON_NEGATIVE),
+        "regularization": Choice("none", "l2", "odir"),
+        "solver": Choice("auto", "newton", "lbfgs"),
+    }
 
     def _initial_params(self, n_classes):
         return {"coef_": np.eye(n_classes), "intercept_": np.zeros(n_classes)}
@@ -385,9 +390,7 @@ class MatrixScaling(ParametricCalibrator):
     def _resolve_strengths(self, n: int, k: int) -> None:
         """``reg_lambda_`` and ``reg_mu_``: the given strengths, or the class docstring's
         defaults for ``"auto"``."""
-        kind = check_choice(
-            self.regularization, "regularization", type(self).__name__, ("none", "l2", "odir")
-        )
+        kind = self.regularization
         auto_lambda = {"odir": (k * (k - 1)) ** 2 / (2 * n), "l2": k / (2 * n)}.get(kind, 0.0)
         auto_mu = k**2 / (2 * n) if kind == "odir" else 0.0
         self.reg_lambda_ = auto_lambda if self.reg_lambda == "auto" else float(self.reg_lambda)
@@ -428,9 +431,7 @@ class MatrixScaling(ParametricCalibrator):
         return weights
 
     def _fit(self, logits, y):
-        solver = check_choice(
-            self.solver, "solver", type(self).__name__, ("auto", "newton", "lbfgs")
-        )
+        solver = self.solver
         k = logits.shape[1]
         self._resolve_strengths(*logits.shape)
         newton = solver == "newton" or (

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from calbench.calibrators.constraints import Choice
 from calbench.calibrators.parametric import (
     MatrixScaling,
     ParametricCalibrator,
     TemperatureScaling,
     VectorScaling,
 )
-from calbench.errors import check_choice
 from calbench.simplex import softmax
 
 
@@ -65,6 +65,10 @@ class StructuredScaling(ParametricCalibrator):
         Where the log-loss and its gradient are computed (see `TemperatureScaling`).
     """
 
+    _parameter_constraints = {
+        "structure": Choice("matrix", "vector"),
+    }
+
     def __init__(
         self,
         structure="matrix",
@@ -92,8 +96,7 @@ class StructuredScaling(ParametricCalibrator):
         self.device = device
 
     def _matrix(self) -> bool:
-        kind = ("matrix", "vector")
-        return check_choice(self.structure, "structure", type(self).__name__, kind) == "matrix"
+        return self.structure == "matrix"
 
     def _features(self, logits):
         mix = self.uniform_weight_

@@ -30,7 +30,7 @@ from calbench.calibrators.binary import (
     IsotonicCalibrator,
     OneVsRestCalibrator,
 )
-from calbench.errors import check_choice
+from calbench.calibrators.constraints import Choice
 from calbench.simplex import softmax
 
 #: The binary maps TvA wraps: their one-vs-rest classes, whose per-column fit it reuses.
@@ -68,13 +68,18 @@ class TopVersusAll(Calibrator):
 
     input_kind = "probabilities"
 
+    _parameter_constraints = {
+        "binary": Choice(*BINARY_MAPS),
+        "binning": Choice("equal_size", "equal_width"),
+    }
+
     def __init__(self, binary="isotonic", n_bins=15, binning="equal_size"):
         self.binary = binary
         self.n_bins = n_bins
         self.binning = binning
 
     def _binary_map(self) -> OneVsRestCalibrator:
-        cls = BINARY_MAPS[check_choice(self.binary, "binary", type(self).__name__, BINARY_MAPS)]
+        cls = BINARY_MAPS[self.binary]
         if cls is HistogramBinning:
             return cls(n_bins=self.n_bins, binning=self.binning)
         return cls()

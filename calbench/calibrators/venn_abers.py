@@ -44,7 +44,7 @@ import numpy as np
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from calbench.calibrators.base import Calibrator
-from calbench.errors import check_choice
+from calbench.calibrators.constraints import Choice
 from calbench.simplex import log_softmax
 
 # Rows of the (a, b) table built at once: bounds the memory at _BLOCK x m floats.
@@ -125,6 +125,11 @@ class VennAbersCalibrator(Calibrator):
         Seeds the folds' shuffle (cross only).
     """
 
+    _parameter_constraints = {
+        "multiclass": Choice("one_vs_one", "one_vs_rest"),
+        "loss": Choice("log", "brier"),
+    }
+
     def __init__(self, multiclass="one_vs_one", n_folds=1, loss="log", random_state=0):
         self.multiclass = multiclass
         self.n_folds = n_folds
@@ -141,9 +146,6 @@ class VennAbersCalibrator(Calibrator):
         return [(j, i, logits[:, j] - logits[:, i]) for i in range(k - 1) for j in range(i + 1, k)]
 
     def _fit(self, logits, y):
-        owner = type(self).__name__
-        check_choice(self.multiclass, "multiclass", owner, ("one_vs_one", "one_vs_rest"))
-        check_choice(self.loss, "loss", owner, ("log", "brier"))
         self.tables_ = []
         for positive, negative, scores in self._problems(logits):
             rows = np.ones(len(y), bool) if negative is None else (y == positive) | (y == negative)
