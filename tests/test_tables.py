@@ -241,11 +241,12 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
     exactly those builds the table with nothing missing, whatever the layout."""
     import itertools
 
-    from calbench.tables.cli import metric_direction, table_specs
+    from calbench.metrics import higher_is_better
+    from calbench.tables.cli import table_specs
     from calbench.tables.layouts import ANY, needed_cells
 
     rng = np.random.default_rng(0)
-    direction = metric_direction()
+    direction = higher_is_better
     fill = {
         "dataset": ["d1", "d2"],
         "classifier": ["none"],

@@ -9,6 +9,7 @@ rank with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from calbench.errors import unknown_name
 from calbench.metrics.binned import classwise_ece, confidence_ece, confidence_ece_sweep, mce
@@ -140,9 +141,24 @@ def evaluate(
 
 
 def higher_is_better(metric_name: str, metrics_config: dict | None = None) -> bool:
-    """Direction of an output metric name (resolving ``fn`` aliases via the config)."""
-    options = (metrics_config or {}).get(metric_name) or {}
-    return metric_spec(options.get("fn", metric_name)).higher_is_better
+    """Direction of a stored or output metric name: its ``fn`` alias resolved through
+    ``metrics_config`` (default: every shipped metric set, as a results store mixes them);
+    a risk curve's point (``empirical_risk@eps=...``) is a risk, lower is better. The one
+    home of the direction: tables, figures and reports all ask here."""
+    from calbench.decision.family import curve_eps
+
+    if curve_eps(metric_name) is not None:
+        return False
+    options = (_shipped_outputs() if metrics_config is None else metrics_config).get(metric_name)
+    return metric_spec((options or {}).get("fn", metric_name)).higher_is_better
+
+
+@lru_cache(maxsize=1)
+def _shipped_outputs() -> dict:
+    """Output name -> options over every shipped metric set (``conf/metrics``)."""
+    from calbench.conf_files import metric_sets
+
+    return {name: opts for metrics in metric_sets().values() for name, opts in metrics.items()}
 
 
 __all__ = [

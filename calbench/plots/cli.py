@@ -24,12 +24,12 @@ from matplotlib.backend_bases import FigureCanvasBase
 
 from calbench.conf_files import read_group, swept_values
 from calbench.errors import CalbenchError
+from calbench.metrics import higher_is_better
 from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
 from calbench.plots.cd_diagram import cd_diagram
 from calbench.plots.ks import ece_variance_scatter
 from calbench.plots.predictions import stored_tasks, task_figures
 from calbench.runner.store import ResultStore
-from calbench.tables.cli import metric_direction
 from calbench.tables.statistics import friedman
 
 
@@ -47,7 +47,6 @@ def cd_figures(
             f"No results for experiment {experiment!r} in {results_dir}; "
             f"run `calbench run experiment={experiment}` first."
         )
-    direction = metric_direction()
     paths = []
     for metric in metrics:
         table = (
@@ -59,7 +58,7 @@ def cd_figures(
         )
         if len(table) < 2 or table.shape[1] < 3:
             continue  # one task or too few methods: no ranking statistics to draw
-        result = friedman(table, direction(metric))
+        result = friedman(table, higher_is_better(metric))
         fig, ax = plt.subplots(figsize=(7, 2.2 + 0.15 * table.shape[1]))
         cd_diagram(ax, result, title=f"{experiment}: {metric}")
         paths += save_figure(fig, out_dir, f"{experiment}_cd_{metric}", formats)

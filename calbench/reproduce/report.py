@@ -141,13 +141,14 @@ def _average_ranks(specs, rows: pd.DataFrame) -> dict:
     """(spec, row label, column label) -> value of calbench's own tables for the published
     numbers that are average ranks (Kull Tables 1-2: per classifier and over all tasks)."""
     from calbench.errors import CalbenchError
-    from calbench.tables.cli import metric_direction, table_specs
+    from calbench.metrics import higher_is_better
+    from calbench.tables.cli import table_specs
     from calbench.tables.layouts import build_table
 
     found = {}
     for name in specs:
         try:
-            table = build_table(table_specs()[name], rows, metric_direction())
+            table = build_table(table_specs()[name], rows, higher_is_better)
         except CalbenchError:  # no task complete yet: those numbers are "not run"
             continue
         for (_, label), line in zip(table.row_labels, table.values, strict=True):

@@ -7,10 +7,9 @@ import argparse
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
-from calbench.conf_files import group_files, metric_sets, read_group
-from calbench.decision.family import curve_eps
+from calbench.conf_files import group_files, read_group
 from calbench.errors import CalbenchError
-from calbench.metrics import metric_spec
+from calbench.metrics import higher_is_better
 from calbench.runner.store import ResultStore, superseded_cells
 from calbench.tables.curves import curve_frame
 from calbench.tables.generic import generic_specs
@@ -42,22 +41,6 @@ def table_specs() -> dict[str, dict]:
                 one["title"] = f"{spec['title'].rstrip('.')}, {entry}."
             specs[one["name"]] = one
     return specs
-
-
-def metric_direction():
-    """higher_is_better for stored metric names, resolving the aliases of every metric set."""
-    aliases = {
-        name: opts.get("fn", name)
-        for metrics in metric_sets().values()
-        for name, opts in metrics.items()
-    }
-
-    def direction(name: str) -> bool:
-        if curve_eps(name) is not None:
-            return False  # a risk curve's point
-        return metric_spec(aliases.get(name, name)).higher_is_better
-
-    return direction
 
 
 def write_tables(
@@ -96,7 +79,6 @@ def write_tables(
         part = rows[rows["experiment"] == name]
         specs = [s for s in paper if s["experiment"] == name]
         todo += [(s, part) for s in specs or generic_specs(name, part)]
-    direction = metric_direction()
     out_dir = Path(results_dir) / "tables"
     written, built, skipped = [], [], []
     for spec, part in todo:
@@ -104,10 +86,10 @@ def write_tables(
             part = part[part[column] == value]
         try:
             if spec["layout"] == "risk_curve":
-                written += _write_curves(spec, part, direction, Path(results_dir), formats, echo)
+                written += _write_curves(spec, part, Path(results_dir), formats, echo)
                 built.append(spec["name"])
                 continue
-            table = build_table(spec, part, direction)
+            table = build_table(spec, part, higher_is_better)
         except CalbenchError as exc:
             skipped.append(f"{spec['name']}: {exc}")
             continue
@@ -127,14 +109,14 @@ def write_tables(
     return written
 
 
-def _write_curves(spec, rows, direction, results_dir: Path, formats, echo) -> list[Path]:
+def _write_curves(spec, rows, results_dir: Path, formats, echo) -> list[Path]:
     """A ``risk_curve`` spec: the full curves as CSV, the condensed table in the other
     formats, and the figure (PNG and PDF) under ``figures/``."""
     from calbench.plots.curves import risk_curve_figure
     from calbench.plots.output import save_figure
 
     frame = curve_frame(spec, rows)
-    table = build_table(spec, rows, direction)
+    table = build_table(spec, rows, higher_is_better)
     written = []
     for fmt in formats:
         path = results_dir / "tables" / f"{spec['name']}.{fmt}"
