@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calbench.tables.layouts import build_table
+from calbench.tables.catalogue import build_table
 from calbench.tables.ranking import average_ranks, rank_row
 from calbench.tables.render import to_csv, to_latex, to_markdown
 from tests.conftest import store_row
@@ -242,8 +242,9 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
     import itertools
 
     from calbench.metrics import higher_is_better
+    from calbench.tables.catalogue import needed_cells
     from calbench.tables.cli import table_specs
-    from calbench.tables.layouts import ANY, needed_cells
+    from calbench.tables.layouts import ANY
 
     rng = np.random.default_rng(0)
     direction = higher_is_better

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
@@ -86,6 +87,7 @@ def reproduce(
     if run == "if-present" and not present:
         print(f"{preset}: none of its data sets is present in {data_dir}; skipped.")
         return None
+    start = time.perf_counter()
     if run:
         if not present:
             raise CalbenchError(
@@ -100,6 +102,11 @@ def reproduce(
             run_preset(twin, usable_by_twin, data_dir, results_dir)
     report = compare(preset, results_dir)
     lines = summary(report)
+    if run:
+        lines.append(
+            f"Run time: {time.perf_counter() - start:.0f} s on {', '.join(present)} "
+            "(cells already stored are not rerun)."
+        )
     out = Path(results_dir) / "reproduction"
     atomic_write_text(out / f"{preset}.csv", report.to_csv(index=False))
     atomic_write_text(out / f"{preset}.md", render_markdown(preset, report, lines))

@@ -142,8 +142,8 @@ def _average_ranks(specs, rows: pd.DataFrame) -> dict:
     numbers that are average ranks (Kull Tables 1-2: per classifier and over all tasks)."""
     from calbench.errors import CalbenchError
     from calbench.metrics import higher_is_better
+    from calbench.tables.catalogue import build_table
     from calbench.tables.cli import table_specs
-    from calbench.tables.layouts import build_table
 
     found = {}
     for name in specs:

@@ -11,9 +11,9 @@ from calbench.conf_files import group_files, read_group
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
 from calbench.runner.store import ResultStore, superseded_cells
+from calbench.tables.catalogue import build_table
 from calbench.tables.curves import curve_frame
 from calbench.tables.generic import generic_specs
-from calbench.tables.layouts import build_table
 from calbench.tables.render import RENDERERS
 
 

@@ -68,7 +68,7 @@ def _table_eps(spec) -> list[float]:
 
 
 def curve_cells(spec: dict) -> dict:
-    """The store rows a risk curve's table reads (`calbench.tables.layouts.needed_cells`):
+    """The store rows a risk curve's table reads (`calbench.tables.catalogue.needed_cells`):
     its lines' cells under the spec's shift, at the table's eps."""
     pairs = [tuple(key.split("/")) for key in _lines(spec)]
     shift = (spec.get("where") or {}).get("shift", "none")

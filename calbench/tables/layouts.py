@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from calbench.errors import CalbenchError, check_choice, unknown_name
+from calbench.errors import CalbenchError, check_choice
+from calbench.tables.generic import task_rows
 from calbench.tables.ranking import average_ranks, rank_row
 from calbench.tables.statistics import friedman, task_ranks
 
@@ -128,8 +129,6 @@ def _info_columns(spec, rows, datasets):
 
 def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     if spec.get("tasks") == "dataset_classifier":  # the generic layout's task labels
-        from calbench.tables.generic import task_rows
-
         rows = task_rows(rows)
     metric_rows = rows[rows["metric"] == spec["metric"]]
     if spec.get("value") == "fit_seconds":  # Hoki Table 3: the learning time of each cell
@@ -270,17 +269,7 @@ def mean_std(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     )
 
 
-def risk_curve(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
-    """Ho's risk-vs-eps curves, condensed to a mean ± std table (see `calbench.tables.curves`,
-    which also writes the full curves and their figure)."""
-    from calbench.tables.curves import curve_table  # it builds on mean_std
-
-    return curve_table(spec, rows, direction)
-
-
-#: Which store rows a table reads, per layout: ``{column: values}`` whose product is the
-#: cells; ``ANY`` where every value serves (the tests fill a store from it, so that every
-#: shipped spec is built without knowing its layout).
+#: In what a layout reads (`calbench.tables.catalogue`): any value of that column serves.
 ANY = "*"
 
 
@@ -288,7 +277,7 @@ def _info_metrics(spec) -> list[str]:
     return [spec["metric"], *(i["metric"] for i in (spec.get("info_columns") or {}).values())]
 
 
-def _mean_std_needs(spec) -> dict:
+def mean_std_needs(spec) -> dict:
     pairs = [tuple(key.split("/")) for key in spec["rows"]]
     if spec.get("columns_by", "dataset") == "metric":
         return {"dataset": [ANY], "pairs": pairs, "metric": list(spec["columns"])}
@@ -302,54 +291,27 @@ def _mean_std_needs(spec) -> dict:
     return {"dataset": list(spec["columns"]), "pairs": pairs, "metric": [spec["metric"]]}
 
 
-def _risk_curve_needs(spec) -> dict:
-    from calbench.tables.curves import curve_cells
-
-    return curve_cells(spec)
-
-
-NEEDS = {
-    "metrics_by_method": lambda spec: {
+def metrics_by_method_needs(spec) -> dict:
+    return {
         "dataset": [spec["dataset"]],
         "method": list(spec["columns"]),
         "metric": list(spec["rows"]),
-    },
-    "datasets_by_method": lambda spec: {
+    }
+
+
+def datasets_by_method_needs(spec) -> dict:
+    return {
         "dataset": list(spec["rows"]),
         "method": list(spec["columns"]),
         "metric": _info_metrics(spec),
-    },
-    # Tasks are any data sets under the classifiers the rows name.
-    "ranks_by_group": lambda spec: {
+    }
+
+
+def ranks_by_group_needs(spec) -> dict:
+    """Tasks are any data sets under the classifiers the rows name."""
+    return {
         "dataset": [ANY],
         "classifier": list(spec["rows"]),
         "method": list(spec["columns"]),
         "metric": [spec["metric"]],
-    },
-    "mean_std": _mean_std_needs,
-    "risk_curve": _risk_curve_needs,
-}
-
-LAYOUTS = {
-    "mean_std": mean_std,
-    "risk_curve": risk_curve,
-    "metrics_by_method": metrics_by_method,
-    "datasets_by_method": datasets_by_method,
-    "ranks_by_group": ranks_by_group,
-}
-
-
-def _checked_layout(spec) -> str:
-    if spec.get("layout") not in LAYOUTS:
-        raise unknown_name("layout", spec.get("layout"), LAYOUTS, f" (table {spec['name']})")
-    return spec["layout"]
-
-
-def build_table(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
-    return LAYOUTS[_checked_layout(spec)](spec, rows, direction)
-
-
-def needed_cells(spec: dict) -> dict:
-    """The store rows ``spec``'s table reads, as ``{column: values}`` (``pairs``: (method,
-    criterion) pairs where the criterion matters; ``ANY``: any value serves)."""
-    return NEEDS[_checked_layout(spec)](spec)
+    }
