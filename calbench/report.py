@@ -8,13 +8,13 @@ reproduction at a glance.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
+from calbench.plots.write import risk_curve_files
 from calbench.runner.store import ResultStore
-from calbench.tables.cli import write_tables
+from calbench.tables.write import write_tables
 
 
 def write_report(experiment: str, results_dir="results") -> Path:
@@ -25,7 +25,9 @@ def write_report(experiment: str, results_dir="results") -> Path:
             f"run `calbench run experiment={experiment}` first."
         )
     results_dir = Path(results_dir)
-    tables = write_tables(results_dir, experiment, formats=("md",), echo=False)
+    tables = write_tables(
+        results_dir, experiment, formats=("md",), echo=False, draw_curve=risk_curve_files
+    )
     figures = sorted((results_dir / "figures").glob(f"{experiment}_*.png"))
     cells = rows.drop_duplicates("config_hash")
     seeds = ", ".join(map(str, sorted(rows["seed"].unique())))
@@ -67,11 +69,3 @@ def write_report(experiment: str, results_dir="results") -> Path:
     path = results_dir / "reports" / f"{experiment}.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
-
-
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench report", description=__doc__)
-    parser.add_argument("experiment")
-    parser.add_argument("--results-dir", default="results")
-    args = parser.parse_args(argv)
-    print(f"wrote {write_report(args.experiment, args.results_dir)}")

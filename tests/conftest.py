@@ -36,7 +36,7 @@ def _installed_from_shared(tmp_path_factory, folder: str, what: str):
     source = SHARED_DATA / folder
     if not source.is_dir():
         pytest.skip(f"{what} are not here ({source} is absent)")
-    from calbench.data.cli import fetch
+    from calbench.data.install import fetch
 
     data_dir = tmp_path_factory.mktemp(folder)
     fetch(["all"], data_dir, progress=False, source_dir=source)

@@ -125,7 +125,7 @@ def test_ctrl_c_in_a_sweep_prints_one_line_and_exits_130(tmp_path):
 
 
 def test_unknown_figure_formats_are_refused_first(tmp_path):
-    from calbench.plots.cli import main
+    from calbench.cli.figures import main
 
     with pytest.raises(CalbenchError, match=r"Unknown figure format\(s\) \['foo'\]"):
         main(["--formats", "png,foo", "--results-dir", str(tmp_path)])

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from calbench.data import load_dataset
-from calbench.data.cli import fetch, list_sets, verify
 from calbench.data.fetch import download, recorded_checksums
+from calbench.data.install import fetch, list_sets, verify
 from calbench.data.registry import registered_sets
 from calbench.errors import CalbenchError
 
@@ -143,7 +143,7 @@ def test_fetch_from_a_local_folder_verifies_and_installs(tmp_path, rng, capsys):
 
 
 def test_fetch_tries_each_source_in_turn(server, tmp_path, monkeypatch):
-    from calbench.data import cli as data_cli
+    from calbench.data import install as data_cli
     from calbench.data.registry import RegisteredFile, RegisteredSet
 
     dead = "http://127.0.0.1:9/absent"  # the discard port: refused at once

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from calbench.errors import CalbenchError
-from calbench.plots.cli import cd_figures
 from calbench.plots.simplex import to_plane
+from calbench.plots.write import cd_figures
 from calbench.runner.store import COLUMNS, ResultStore
 from calbench.simplex import simplex_grid
 from tests.conftest import store_row
@@ -37,7 +37,7 @@ def _store(tmp_path, datasets, methods, rng, metrics=("log_loss",), cell="cells"
 
 
 def test_ece_variance_scatter_from_the_store(tmp_path, rng):
-    from calbench.plots.cli import ece_variance_figure
+    from calbench.plots.write import ece_variance_figure
 
     _store(
         tmp_path,
@@ -64,7 +64,7 @@ def test_cd_diagram_from_the_store(tmp_path, rng):
 
 def test_kull_fig3bc_shares_of_folds_judged_calibrated(tmp_path):
     from calbench.plots.acceptance import acceptance_shares
-    from calbench.plots.cli import acceptance_figures
+    from calbench.plots.write import acceptance_figures
 
     # Two tasks x two methods x five folds of the 0/1 test outcome.
     outcome = {
@@ -99,7 +99,7 @@ def test_kull_fig3bc_shares_of_folds_judged_calibrated(tmp_path):
 
 
 def test_figures_of_an_experiment_without_a_preset_come_from_the_store(tmp_path, rng):
-    from calbench.plots.cli import write_figures
+    from calbench.plots.write import write_figures
 
     _store(tmp_path, ["d0", "d1", "d2"], ["a", "b", "c"], rng)  # experiment "e": no preset
     paths = write_figures("e", tmp_path, formats=["png"], metrics=["log_loss"])

@@ -6,7 +6,7 @@ import pytest
 from calbench import metrics
 from calbench.calibrators import make_calibrator
 from calbench.data import load_dataset
-from calbench.data.cli import list_sets
+from calbench.data.install import list_sets
 from calbench.data.tabular import load_keel
 from calbench.errors import CalbenchError
 from calbench.runner.spec import CellSpec

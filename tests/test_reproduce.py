@@ -13,9 +13,9 @@ import yaml
 
 from calbench.conf_files import group_files
 from calbench.metrics import higher_is_better
-from calbench.reproduce import report as report_module
+from calbench.reproduce import comparison as report_module
+from calbench.reproduce.comparison import Rule, compare, summary
 from calbench.reproduce.published import decimals_of, not_reproducible, published
-from calbench.reproduce.report import Rule, compare, summary
 
 PUBLISHED = published(averages=True)
 
@@ -124,7 +124,7 @@ def test_published_rows_name_cells_the_preset_produces(preset):
     assert set(rows["metric"]) <= set(outputs)
     cells, ranked = rows[rows["spec"] == ""], rows[rows["spec"] != ""]
     assert set(cells["dataset"]) <= datasets
-    from calbench.tables.cli import table_specs
+    from calbench.tables.write import table_specs
 
     for spec_name, part in ranked.groupby("spec"):  # average ranks: read from that table
         spec = table_specs()[spec_name]
@@ -343,7 +343,7 @@ def test_whole_preset_on_densenet40_every_difference_explained(
     """`calbench reproduce PRESET` on DenseNet-40 CIFAR-10, its procedure twin included
     (minutes: make test-slow): the numbers reproduced, a stated cause for every one that
     differs, and each row marked verified inside the spread of the procedure it names."""
-    from calbench.reproduce.cli import reproduce
+    from calbench.reproduce.run import reproduce
 
     path, lines = reproduce(preset, published_logits, tmp_path)
     report = pd.read_csv(path.with_suffix(".csv"), keep_default_na=False, dtype=str)

@@ -243,8 +243,8 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
 
     from calbench.metrics import higher_is_better
     from calbench.tables.catalogue import needed_cells
-    from calbench.tables.cli import table_specs
     from calbench.tables.layouts import ANY
+    from calbench.tables.write import table_specs
 
     rng = np.random.default_rng(0)
     direction = higher_is_better
@@ -283,7 +283,7 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
 def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
     from calbench.decision.family import curve_metric
     from calbench.runner.store import ResultStore
-    from calbench.tables.cli import table_specs, write_tables
+    from calbench.tables.write import table_specs, write_tables
 
     specs = {n: s for n, s in table_specs().items() if s["layout"] == "risk_curve"}
     assert len(specs) == 12  # Figs. 4.l, 4.m, 4.n, 4.o, 4.p, 4.q, real and stand-in
@@ -318,7 +318,9 @@ def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
             for fold in range(3)
         ]
         store.write(f"{i:04d}", pd.DataFrame(records))
-    written = {p.name for p in write_tables(tmp_path, echo=False)}
+    from calbench.plots.write import risk_curve_files
+
+    written = {p.name for p in write_tables(tmp_path, echo=False, draw_curve=risk_curve_files)}
     for name, spec in specs.items():
         assert {f"{name}.{f}" for f in ("md", "tex", "csv", "png", "pdf")} <= written, name
         curves = pd.read_csv(tmp_path / "tables" / f"{name}.csv")
@@ -403,7 +405,7 @@ def test_a_curve_point_stored_twice_is_taken_from_the_newest_cell():
 
 def test_an_experiment_without_a_paper_layout_gets_generic_ranked_tables(tmp_path, capsys):
     from calbench.runner.store import ResultStore
-    from calbench.tables.cli import write_tables
+    from calbench.tables.write import write_tables
 
     # Two tasks x three methods of a user's own sweep (experiment `default`); the true-map
     # error exists on the synthetic task only.

@@ -12,8 +12,6 @@ replaced). The cell's config keeps what it was run with and lists the added metr
 
 from __future__ import annotations
 
-import argparse
-
 import pandas as pd
 import yaml
 from tqdm import tqdm
@@ -77,26 +75,3 @@ def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int
             store.write_config(cell_hash, yaml.safe_dump(config, sort_keys=False))
         done += 1
     return done, missing
-
-
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench rescore", description=__doc__)
-    parser.add_argument("--experiment", help="one experiment (default: every stored cell)")
-    parser.add_argument("--results-dir", default="results")
-    parser.add_argument("--metrics", help="comma-separated metric names")
-    parser.add_argument("--metrics-config", help="every metric of conf/metrics/NAME.yaml")
-    args = parser.parse_args(argv)
-    if bool(args.metrics) == bool(args.metrics_config):
-        raise CalbenchError("rescore needs --metrics a,b,... or --metrics-config NAME (one).")
-    metrics = (
-        metric_options([m for m in args.metrics.split(",") if m])
-        if args.metrics
-        else config_metrics(args.metrics_config)
-    )
-    done, missing = rescore(args.results_dir, metrics, args.experiment)
-    print(f"rescored {done} cell(s) with {', '.join(metrics)}")
-    if missing:
-        print(
-            f"{len(missing)} cell(s) were stored without predictions (predictions=none, or by "
-            f"an earlier calbench), e.g. {missing[0]}: rerun them with force=true."
-        )

@@ -143,7 +143,7 @@ def _average_ranks(specs, rows: pd.DataFrame) -> dict:
     from calbench.errors import CalbenchError
     from calbench.metrics import higher_is_better
     from calbench.tables.catalogue import build_table
-    from calbench.tables.cli import table_specs
+    from calbench.tables.write import table_specs
 
     found = {}
     for name in specs:

@@ -14,13 +14,11 @@ Nothing is refitted: every figure reads the cells' rows or their stored predicti
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from calbench.plots.output import save_figure  # first: the headless backend  # isort: skip
 
 import matplotlib.pyplot as plt
-from matplotlib.backend_bases import FigureCanvasBase
 
 from calbench.conf_files import read_group, swept_values
 from calbench.errors import CalbenchError
@@ -152,48 +150,6 @@ def write_figures(
     return paths
 
 
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench figures", description=__doc__)
-    parser.add_argument(
-        "--experiment", help="one experiment (default: every experiment in the store)"
-    )
-    parser.add_argument("--results-dir", default="results")
-    parser.add_argument("--formats", default="png,pdf")
-    parser.add_argument(
-        "--metrics", default="log_loss,classwise_ece", help="metrics for CD diagrams"
-    )
-    parser.add_argument("--methods", help="comma-separated methods (default: all stored)")
-    parser.add_argument(
-        "--max-tasks", type=int, default=4, help="per-task figures for at most this many tasks"
-    )
-    args = parser.parse_args(argv)
-    formats = [f for f in args.formats.split(",") if f]
-    known = FigureCanvasBase.get_supported_filetypes()
-    unknown = sorted(set(formats) - set(known))
-    if unknown:  # before any work, not after
-        raise CalbenchError(
-            f"Unknown figure format(s) {unknown}; matplotlib writes: {', '.join(sorted(known))}."
-        )
-    experiments = [args.experiment] if args.experiment else stored_experiments(args.results_dir)
-    for experiment in experiments:
-        try:
-            paths = write_figures(
-                experiment,
-                args.results_dir,
-                formats,
-                [m for m in args.metrics.split(",") if m],
-                [m for m in (args.methods or "").split(",") if m] or None,
-                args.max_tasks,
-            )
-        except CalbenchError as exc:
-            if args.experiment:
-                raise
-            print(f"skipped {experiment}: {exc}")  # the others are still drawn
-            continue
-        for path in paths:
-            print(f"wrote {path}")
-
-
 def stored_experiments(results_dir) -> list[str]:
     experiments = sorted(ResultStore(results_dir).read()["experiment"].unique())
     if not experiments:
@@ -202,3 +158,11 @@ def stored_experiments(results_dir) -> list[str]:
             "`calbench run experiment=valk_synthetic`) first."
         )
     return experiments
+
+
+def risk_curve_files(spec: dict, frame, results_dir: Path) -> list[Path]:
+    """A risk-curve spec's figure (PNG and PDF) under ``results_dir/figures``, from the
+    curves `calbench.tables.curves.curve_frame` computed."""
+    from calbench.plots.curves import risk_curve_figure
+
+    return save_figure(risk_curve_figure(spec, frame), Path(results_dir) / "figures", spec["name"])

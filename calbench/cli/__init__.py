@@ -39,7 +39,7 @@ def _run(argv: list[str]) -> None:
 
     from calbench.runner.job import run_job
 
-    @hydra.main(version_base="1.3", config_path="conf", config_name="config")
+    @hydra.main(version_base="1.3", config_path="pkg://calbench.conf", config_name="config")
     def app(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
@@ -90,27 +90,27 @@ def main(argv: list[str] | None = None) -> None:
             except KeyboardInterrupt:
                 _interrupted(rest, started)
         elif command == "tables":
-            from calbench.tables.cli import main as tables_main
+            from calbench.cli.tables import main as tables_main
 
             tables_main(rest)
         elif command == "figures":
-            from calbench.plots.cli import main as figures_main
+            from calbench.cli.figures import main as figures_main
 
             figures_main(rest)
         elif command == "rescore":
-            from calbench.runner.rescore import main as rescore_main
+            from calbench.cli.rescore import main as rescore_main
 
             rescore_main(rest)
         elif command == "data":
-            from calbench.data.cli import main as data_main
+            from calbench.cli.data import main as data_main
 
             data_main(rest)
         elif command == "reproduce":
-            from calbench.reproduce.cli import main as reproduce_main
+            from calbench.cli.reproduce import main as reproduce_main
 
             reproduce_main(rest)
         elif command == "report":
-            from calbench.report import main as report_main
+            from calbench.cli.report import main as report_main
 
             report_main(rest)
         else:

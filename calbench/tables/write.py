@@ -1,9 +1,12 @@
 """``calbench tables``: the paper tables (specs under ``conf/table``) of every experiment with
-results, and a generic ranked table per metric for an experiment without a paper layout."""
+results, and a generic ranked table per metric for an experiment without a paper layout.
+
+Ho's risk curves are written as a CSV of the curves and a condensed table; their figure is
+the plots' (`calbench.plots.write.risk_curve_files`), handed in as ``draw_curve`` by those
+above both rooms (the command line, the experiment report), so tables import no plots."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
@@ -44,7 +47,7 @@ def table_specs() -> dict[str, dict]:
 
 
 def write_tables(
-    results_dir, experiment=None, formats=("md", "tex", "csv"), echo=True
+    results_dir, experiment=None, formats=("md", "tex", "csv"), echo=True, draw_curve=None
 ) -> list[Path]:
     """Every table of the experiments in the store (or of ``experiment`` alone): the paper
     layouts where an experiment has them, else the generic ranked layout
@@ -87,6 +90,8 @@ def write_tables(
         try:
             if spec["layout"] == "risk_curve":
                 written += _write_curves(spec, part, Path(results_dir), formats, echo)
+                if draw_curve is not None:  # the figure is the plots' (see the docstring)
+                    written += draw_curve(spec, curve_frame(spec, part), Path(results_dir))
                 built.append(spec["name"])
                 continue
             table = build_table(spec, part, higher_is_better)
@@ -111,10 +116,7 @@ def write_tables(
 
 def _write_curves(spec, rows, results_dir: Path, formats, echo) -> list[Path]:
     """A ``risk_curve`` spec: the full curves as CSV, the condensed table in the other
-    formats, and the figure (PNG and PDF) under ``figures/``."""
-    from calbench.plots.curves import risk_curve_figure
-    from calbench.plots.output import save_figure
-
+    formats."""
     frame = curve_frame(spec, rows)
     table = build_table(spec, rows, higher_is_better)
     written = []
@@ -123,21 +125,6 @@ def _write_curves(spec, rows, results_dir: Path, formats, echo) -> list[Path]:
         text = frame.to_csv(index=False) if fmt == "csv" else RENDERERS[fmt](table)
         atomic_write_text(path, text)
         written.append(path)
-    written += save_figure(risk_curve_figure(spec, frame), results_dir / "figures", spec["name"])
     if echo:
         print(RENDERERS["md"](table))
     return written
-
-
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench tables", description=__doc__)
-    parser.add_argument("--results-dir", default="results", help="default: results")
-    parser.add_argument("--experiment", help="only this experiment's tables")
-    parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
-    args = parser.parse_args(argv)
-    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-    unknown = sorted(set(formats) - set(RENDERERS))
-    if unknown:
-        raise CalbenchError(f"Unknown table format(s) {unknown}; known: {sorted(RENDERERS)}.")
-    for path in write_tables(args.results_dir, args.experiment, formats):
-        print(f"wrote {path}")

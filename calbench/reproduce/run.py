@@ -6,14 +6,13 @@ published number of its tables beside calbench's.
 are present (cells already stored are reused), then its ``PRESET_procedure`` twin where
 there is one (the papers' own fitting procedures over seeds, whose spreads verify the
 stated causes; ``--no-procedures`` skips it), and ``results/reproduction/PRESET.csv`` and
-``.md`` get one row per published number (see `calbench.reproduce.report`).
+``.md`` get one row per published number (see `calbench.reproduce.comparison`).
 ``calbench reproduce all`` does so for every preset with published numbers whose data are
 present, and writes ``results/reproduction/index.md``: one overview line per paper table.
 """
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
@@ -22,9 +21,8 @@ from pathlib import Path
 from calbench.atomic import atomic_write_text
 from calbench.conf_files import group_files, read_group, swept_values
 from calbench.errors import CalbenchError
-from calbench.reproduce.overview import write_index
+from calbench.reproduce.comparison import compare, render_markdown, summary
 from calbench.reproduce.published import presets, published
-from calbench.reproduce.report import compare, render_markdown, summary
 
 #: What ``calbench reproduce all`` runs: the deep-net papers (minutes). kull_uci trains 11
 #: classifiers on 20 sets (about 40 minutes on 2 cores): name it to run it.
@@ -68,7 +66,7 @@ def reproduce(
 ):
     """Run (unless ``run`` is false) and compare; returns (report path, summary lines), or
     None where none of the preset's data sets is present and ``run`` is "if-present"."""
-    from calbench.data.cli import fetch, usable
+    from calbench.data.install import fetch, usable
 
     if preset not in presets():
         raise CalbenchError(
@@ -111,53 +109,3 @@ def reproduce(
     atomic_write_text(out / f"{preset}.csv", report.to_csv(index=False))
     atomic_write_text(out / f"{preset}.md", render_markdown(preset, report, lines))
     return out / f"{preset}.md", lines
-
-
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(
-        prog="calbench reproduce",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "preset", help=f"one of: {', '.join(presets())}; or all ({', '.join(DEEP_NET_PRESETS)})"
-    )
-    parser.add_argument("--data-dir", default="data", help="default: data")
-    parser.add_argument("--results-dir", default="results", help="default: results")
-    parser.add_argument("--from", dest="source_dir", help="install the data from this folder")
-    parser.add_argument(
-        "--no-run", action="store_true", help="compare the stored cells only, run nothing"
-    )
-    parser.add_argument(
-        "--no-procedures",
-        action="store_true",
-        help="do not run the PRESET_procedure twin (stored procedure cells are still read)",
-    )
-    parser.add_argument(
-        "--if-present",
-        action="store_true",
-        help="skip quietly (exit 0) when none of the preset's data sets is present",
-    )
-    args = parser.parse_args(argv)
-    run = False if args.no_run else ("if-present" if args.if_present else True)
-    names = DEEP_NET_PRESETS if args.preset == "all" else (args.preset,)
-    if args.preset == "all" and run is True:
-        run = "if-present"
-    for name in names:
-        done = reproduce(
-            name,
-            args.data_dir,
-            args.results_dir,
-            args.source_dir if name == names[0] else None,
-            run=run,
-            procedures=not args.no_procedures,
-        )
-        if done is None:
-            continue
-        path, lines = done
-        print(f"wrote {path} and {path.with_suffix('.csv')}")
-        for line in lines:
-            print(line)
-    index, overview = write_index(args.results_dir)
-    print(f"wrote {index}")
-    print(overview)

@@ -6,11 +6,8 @@ so scripts can fall back to a stand-in."""
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 from pathlib import Path
-
-from tabulate import tabulate
 
 from calbench.data.fetch import download, install_from
 from calbench.data.registry import experiments_using, file_status, registered_sets
@@ -159,35 +156,3 @@ def verify(data_dir) -> list[str]:
             else:
                 print(f"{name}: {f.name} absent")
     return problems
-
-
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench data", description=__doc__)
-    parser.add_argument("command", choices=["list", "fetch", "verify", "has"])
-    parser.add_argument("names", nargs="*", help="data set names for fetch (or all) and has")
-    parser.add_argument("--data-dir", default="data")
-    parser.add_argument(
-        "--from",
-        dest="source_dir",
-        default=None,
-        help="fetch: copy the files from this local folder instead of downloading them",
-    )
-    args = parser.parse_args(argv)
-    if args.command == "list":
-        print(tabulate(list_sets(args.data_dir), headers=LIST_HEADERS))
-    elif args.command == "has":
-        if not args.names:
-            raise CalbenchError("Name the data sets to check: calbench data has NAME...")
-        problems = usable(args.names, args.data_dir)
-        for problem in problems:
-            print(problem)
-        if problems:
-            raise SystemExit(1)
-    elif args.command == "fetch":
-        if not args.names:
-            raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")
-        fetch(args.names, args.data_dir, source_dir=args.source_dir)
-    else:
-        problems = verify(args.data_dir)
-        if problems:
-            raise CalbenchError("; ".join(problems))

@@ -1,0 +1,42 @@
+"""``calbench data``: its arguments; the work is `calbench.data.install`'s."""
+
+from __future__ import annotations
+
+import argparse
+
+from tabulate import tabulate
+
+import calbench.data.install as service
+from calbench.errors import CalbenchError
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="calbench data", description=service.__doc__)
+    parser.add_argument("command", choices=["list", "fetch", "verify", "has"])
+    parser.add_argument("names", nargs="*", help="data set names for fetch (or all) and has")
+    parser.add_argument("--data-dir", default="data")
+    parser.add_argument(
+        "--from",
+        dest="source_dir",
+        default=None,
+        help="fetch: copy the files from this local folder instead of downloading them",
+    )
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        print(tabulate(service.list_sets(args.data_dir), headers=service.LIST_HEADERS))
+    elif args.command == "has":
+        if not args.names:
+            raise CalbenchError("Name the data sets to check: calbench data has NAME...")
+        problems = service.usable(args.names, args.data_dir)
+        for problem in problems:
+            print(problem)
+        if problems:
+            raise SystemExit(1)
+    elif args.command == "fetch":
+        if not args.names:
+            raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")
+        service.fetch(args.names, args.data_dir, source_dir=args.source_dir)
+    else:
+        problems = service.verify(args.data_dir)
+        if problems:
+            raise CalbenchError("; ".join(problems))

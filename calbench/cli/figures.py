@@ -1,0 +1,54 @@
+"""``calbench figures``: its arguments; the work is `calbench.plots.write`'s."""
+
+from __future__ import annotations
+
+import argparse
+
+from matplotlib.backend_bases import FigureCanvasBase
+
+import calbench.plots.write as service
+from calbench.errors import CalbenchError
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="calbench figures", description=service.__doc__)
+    parser.add_argument(
+        "--experiment", help="one experiment (default: every experiment in the store)"
+    )
+    parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--formats", default="png,pdf")
+    parser.add_argument(
+        "--metrics", default="log_loss,classwise_ece", help="metrics for CD diagrams"
+    )
+    parser.add_argument("--methods", help="comma-separated methods (default: all stored)")
+    parser.add_argument(
+        "--max-tasks", type=int, default=4, help="per-task figures for at most this many tasks"
+    )
+    args = parser.parse_args(argv)
+    formats = [f for f in args.formats.split(",") if f]
+    known = FigureCanvasBase.get_supported_filetypes()
+    unknown = sorted(set(formats) - set(known))
+    if unknown:  # before any work, not after
+        raise CalbenchError(
+            f"Unknown figure format(s) {unknown}; matplotlib writes: {', '.join(sorted(known))}."
+        )
+    experiments = (
+        [args.experiment] if args.experiment else service.stored_experiments(args.results_dir)
+    )
+    for experiment in experiments:
+        try:
+            paths = service.write_figures(
+                experiment,
+                args.results_dir,
+                formats,
+                [m for m in args.metrics.split(",") if m],
+                [m for m in (args.methods or "").split(",") if m] or None,
+                args.max_tasks,
+            )
+        except CalbenchError as exc:
+            if args.experiment:
+                raise
+            print(f"skipped {experiment}: {exc}")  # the others are still drawn
+            continue
+        for path in paths:
+            print(f"wrote {path}")

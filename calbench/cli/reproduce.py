@@ -1,0 +1,60 @@
+"""``calbench reproduce``: its arguments; the work is `calbench.reproduce.run`'s."""
+
+from __future__ import annotations
+
+import argparse
+
+import calbench.reproduce.run as service
+from calbench.reproduce.overview import write_index
+from calbench.reproduce.published import presets
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog="calbench reproduce",
+        description=service.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "preset",
+        help=f"one of: {', '.join(presets())}; or all ({', '.join(service.DEEP_NET_PRESETS)})",
+    )
+    parser.add_argument("--data-dir", default="data", help="default: data")
+    parser.add_argument("--results-dir", default="results", help="default: results")
+    parser.add_argument("--from", dest="source_dir", help="install the data from this folder")
+    parser.add_argument(
+        "--no-run", action="store_true", help="compare the stored cells only, run nothing"
+    )
+    parser.add_argument(
+        "--no-procedures",
+        action="store_true",
+        help="do not run the PRESET_procedure twin (stored procedure cells are still read)",
+    )
+    parser.add_argument(
+        "--if-present",
+        action="store_true",
+        help="skip quietly (exit 0) when none of the preset's data sets is present",
+    )
+    args = parser.parse_args(argv)
+    run = False if args.no_run else ("if-present" if args.if_present else True)
+    names = service.DEEP_NET_PRESETS if args.preset == "all" else (args.preset,)
+    if args.preset == "all" and run is True:
+        run = "if-present"
+    for name in names:
+        done = service.reproduce(
+            name,
+            args.data_dir,
+            args.results_dir,
+            args.source_dir if name == names[0] else None,
+            run=run,
+            procedures=not args.no_procedures,
+        )
+        if done is None:
+            continue
+        path, lines = done
+        print(f"wrote {path} and {path.with_suffix('.csv')}")
+        for line in lines:
+            print(line)
+    index, overview = write_index(args.results_dir)
+    print(f"wrote {index}")
+    print(overview)
