@@ -54,22 +54,33 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_no_import_cycle():
-    graph = import_graph()
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` (a path that returns to its start), or None."""
     state = {}
 
     def visit(node, trail):
         state[node] = "open"
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                raise AssertionError("import cycle: " + " -> ".join([*trail, node, nxt]))
+                return [*trail, node, nxt]
             if nxt not in state:
-                visit(nxt, [*trail, node])
+                found = visit(nxt, [*trail, node])
+                if found:
+                    return found
         state[node] = "done"
+        return None
 
     for node in sorted(graph):
         if node not in state:
-            visit(node, [])
+            found = visit(node, [])
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
 def test_lower_rooms_import_nothing_above_them():
@@ -98,19 +109,8 @@ def test_the_rooms_import_one_way():
     rooms = {}
     for a, b in edges:
         rooms.setdefault(a, set()).add(b)
-    state = {}
-
-    def visit(room, trail):
-        state[room] = "open"
-        for nxt in sorted(rooms.get(room, ())):
-            assert state.get(nxt) != "open", " -> ".join([*trail, room, nxt])
-            if nxt not in state:
-                visit(nxt, [*trail, room])
-        state[room] = "done"
-
-    for room in sorted(rooms):
-        if room not in state:
-            visit(room, [])
+    cycle = find_cycle(rooms)
+    assert cycle is None, "rooms import each other: " + " -> ".join(cycle)
 
 
 def test_argument_parsing_lives_in_the_command_line_package():

@@ -1,4 +1,4 @@
-"""The ``calbench`` command: ``run`` (a Hydra app), ``tables``, ``figures``.
+"""The ``calbench`` command: ``run`` (a Hydra app) and one module per other command.
 
 ``calbench run [OVERRIDES] [-m]`` hands everything after ``run`` to Hydra, so overrides,
 ``-m`` sweeps, ``--help``, ``--cfg job`` and Hydra's errors for unknown names behave as
@@ -7,6 +7,7 @@ Hydra users expect. User errors print one line and exit with status 2.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 
@@ -26,6 +27,17 @@ commands:
   reproduce PRESET       run a paper preset on the data present; published vs calbench report
   data list|fetch|verify the papers' data sets: what is present, download, checksums
 """
+
+
+#: The commands besides ``run``: name -> module under calbench.cli (each has ``main(argv)``).
+COMMANDS = {
+    "tables": "tables",
+    "figures": "figures",
+    "rescore": "rescore",
+    "data": "data",
+    "reproduce": "reproduce",
+    "report": "report",
+}
 
 
 def fail(message: str) -> None:
@@ -89,30 +101,9 @@ def main(argv: list[str] | None = None) -> None:
                 _run(rest)
             except KeyboardInterrupt:
                 _interrupted(rest, started)
-        elif command == "tables":
-            from calbench.cli.tables import main as tables_main
-
-            tables_main(rest)
-        elif command == "figures":
-            from calbench.cli.figures import main as figures_main
-
-            figures_main(rest)
-        elif command == "rescore":
-            from calbench.cli.rescore import main as rescore_main
-
-            rescore_main(rest)
-        elif command == "data":
-            from calbench.cli.data import main as data_main
-
-            data_main(rest)
-        elif command == "reproduce":
-            from calbench.cli.reproduce import main as reproduce_main
-
-            reproduce_main(rest)
-        elif command == "report":
-            from calbench.cli.report import main as report_main
-
-            report_main(rest)
+        elif command in COMMANDS:
+            # Each command's module is imported only when it runs (start-up time).
+            importlib.import_module(f"calbench.cli.{COMMANDS[command]}").main(rest)
         else:
             fail(f"unknown command {command!r}.\n{USAGE}")
     except CalbenchError as exc:
