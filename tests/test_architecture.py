@@ -145,3 +145,36 @@ def test_the_runner_resolves_the_config_in_one_place():
         for path in (PACKAGE / "runner").glob("*.py")
     }
     assert {name: n for name, n in calls.items() if n} == {"spec.py": 1}
+
+
+def _calls(name: str) -> dict[str, int]:
+    """Module -> how many calls of ``name`` (a function or ``Class.method``) it makes."""
+    counts = {}
+    for path in PACKAGE.rglob("*.py"):
+        n = sum(
+            isinstance(node, ast.Call) and ast.unparse(node.func).endswith(name)
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+        if n:
+            counts[_module(path)] = n
+    return counts
+
+
+@pytest.mark.parametrize(
+    "call, home",
+    [
+        ("CellSpec.of", "calbench.runner.plan"),  # the config resolved once, at the entrance
+        ("decision_task", "calbench.runner.plan"),  # the decision task built in one place
+        ("Protocol.of", "calbench.runner.plan"),  # the protocol read by one reader
+        ("plan_cell", "calbench.cli"),  # the CLI's one entrance into the runner
+    ],
+)
+def test_a_cell_is_planned_once_and_in_one_place(call, home):
+    """The cell plan (`calbench.runner.plan`) builds every object of a cell from its config;
+    nothing below it re-reads or rebuilds them."""
+    assert _calls(call) == {home: 1}
+
+
+def test_a_method_config_becomes_a_calibrator_in_one_place():
+    runner = {m: n for m, n in _calls("make_calibrator").items() if m.startswith("calbench.run")}
+    assert runner == {"calbench.runner.checks": 1}

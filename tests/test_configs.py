@@ -5,17 +5,15 @@ config that only breaks when its cell runs (a typo in a preset's sweep, a method
 an unknown parameter, a metric set that names no metric) fails here."""
 
 import inspect
+import json
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_module
 
-from calbench.calibrators import make_calibrator
 from calbench.conf_files import group_files, read_group, swept_values
 from calbench.data import LOADERS
-from calbench.metrics import metric_spec
-from calbench.runner.build import cell_config, method_params
-from calbench.runner.checks import check_run_config, method_grid
-from calbench.runner.spec import CellSpec
+from calbench.runner.plan import plan_cell
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -29,18 +27,18 @@ def _compose(*overrides):
     return compose("config", overrides=list(overrides))
 
 
-def _built(spec: CellSpec) -> None:
-    """What a cell builds before it reads data: checks, hash, calibrator, grid, metrics."""
-    check_run_config(spec)
-    cell_config(spec)
-    method = spec.method
+def _built(*overrides) -> None:
+    """What a cell builds before it reads data: its plan (checks, hash, calibrator, grid,
+    criterion, protocol, metric names), its calibrator's first grid point and tuned params,
+    and its loader's keys."""
+    plan = plan_cell(_compose(*overrides))
+    spec = plan.spec
     dataset = spec.dataset["name"]
-    if method.get("tuned") and dataset not in method["tuned"]:
-        dataset = next(iter(method["tuned"]))
-    calibrator = make_calibrator(method["calibrator"], **method_params(method, dataset))
-    calibrator.set_params(**{k: v[0] for k, v in method_grid(method).items()}).validate_params()
-    for name, options in spec.metrics.items():
-        metric_spec((options or {}).get("fn", name))
+    tuned = spec.method.get("tuned")
+    if tuned and dataset not in tuned:
+        dataset = next(iter(tuned))
+    calibrator = plan.template.set_params(**plan.tuned_params(dataset))
+    calibrator.set_params(**{k: v[0] for k, v in plan.grid.items()}).validate_params()
     loader = spec.dataset["loader"]
     assert loader in LOADERS, f"{dataset}: loader {loader!r} is not registered"
     accepted = set(inspect.signature(LOADERS[loader]).parameters)
@@ -57,14 +55,18 @@ def _sweep_points():
             yield pytest.param(preset, method, id=f"{preset}:{method}")
 
 
-@pytest.mark.parametrize("preset,method", list(_sweep_points()))
-def test_every_preset_composes_with_every_method_of_its_sweep(preset, method):
+def _sweep_overrides(preset: str, method: str | None) -> list[str]:
+    """The preset with ``method`` and the first value of every other key it sweeps, as the
+    sweep's first cell has them."""
     config = read_group("experiment")[preset]
     overrides = [f"experiment={preset}"] + ([f"method={method}"] if method else [])
     params = ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
-    # the first value of every other swept key, as the sweep's first cell has it
-    overrides += [f"{k}={swept_values(config, k)[0]}" for k in params if k != "method"]
-    _built(CellSpec.of(_compose(*overrides)))
+    return overrides + [f"{k}={swept_values(config, k)[0]}" for k in params if k != "method"]
+
+
+@pytest.mark.parametrize("preset,method", list(_sweep_points()))
+def test_every_preset_composes_with_every_method_of_its_sweep(preset, method):
+    _built(*_sweep_overrides(preset, method))
 
 
 @pytest.mark.parametrize("preset", sorted(read_group("experiment")))
@@ -83,7 +85,42 @@ def test_every_swept_value_names_a_config_and_tuned_methods_cover_the_sweep(pres
             assert not uncovered, f"{preset}: {name} has no tuned values for {uncovered}"
 
 
-@pytest.mark.parametrize("group", ["dataset", "method", "metrics"])
-def test_every_dataset_method_and_metric_set_composes(group):
+GROUPS = ["dataset", "method", "metrics", "criterion", "loss", "shift", "protocol", "classifier"]
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_config_of_every_group_composes(group):
     for name in group_files(group):
-        _built(CellSpec.of(_compose(f"{group}={name}")))
+        _built(f"{group}={name}")
+
+
+#: The hash of every composition above, written by the code before the cell plan
+#: (`python -m tests.test_configs` rewrites it: do that only for a change that is meant to
+#: make stored cells run again).
+HASHES = Path(__file__).with_name("cell_hashes.json")
+
+
+def _hashed_compositions():
+    for preset, config in read_group("experiment").items():
+        for method in swept_values(config, "method") or [None]:
+            yield _sweep_overrides(preset, method)
+    for group in GROUPS[:-1]:
+        for name in group_files(group):
+            yield [f"{group}={name}"]
+    yield ["dataset=uci_iris", "classifier=logistic", "protocol=kull_uci"]
+
+
+def test_cell_hashes_are_those_stored_sweeps_were_written_under():
+    """A stored cell is found by its hash: every shipped composition keeps the hash it had
+    before the runner read configs through a plan (320 of them)."""
+    expected = json.loads(HASHES.read_text())
+    got = {" ".join(o): plan_cell(_compose(*o)).hash for o in _hashed_compositions()}
+    assert len(expected) == 320 and set(expected) <= set(got)
+    changed = {k: (expected[k], got[k]) for k in expected if got[k] != expected[k]}
+    assert not changed, f"{len(changed)} cell hashes changed, e.g. {next(iter(changed.items()))}"
+
+
+if __name__ == "__main__":
+    with initialize_config_module("calbench.conf", version_base="1.3"):
+        hashes = {" ".join(o): plan_cell(_compose(*o)).hash for o in _hashed_compositions()}
+    HASHES.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")

@@ -16,7 +16,6 @@ from calbench.decision import (
 )
 from calbench.errors import CalbenchError
 from calbench.metrics import risk_gap
-from calbench.runner.spec import CellSpec
 
 
 def test_valk_fig6_example_opts_for_treatment():
@@ -112,17 +111,16 @@ def test_bayes_correction_and_the_checks_of_priors():
 def test_shifted_cell_risk_equals_the_risk_on_a_test_set_resampled_to_the_new_prior():
     from calbench.calibrators import make_calibrator
     from calbench.decision.shift import adapt_posteriors, long_tail_prior
-    from calbench.runner.build import load_configured_dataset
     from calbench.runner.cell import run_cell
-    from tests.test_runner import config
+    from tests.test_runner import plan
 
     base = ["method=ts", "dataset.n_test=100000"]
-    plain = run_cell(config(*base)).set_index("metric")["value"]
-    none = run_cell(config(*base, "shift=lt_stronger", "shift.eps=0")).set_index("metric")["value"]
+    plain = run_cell(plan(*base)).set_index("metric")["value"]
+    none = run_cell(plan(*base, "shift=lt_stronger", "shift.eps=0")).set_index("metric")["value"]
     assert none["empirical_risk"] == pytest.approx(plain["empirical_risk"], abs=1e-12)
-    shifted = run_cell(config(*base, "shift=lt_stronger")).set_index("metric")["value"]
+    shifted = run_cell(plan(*base, "shift=lt_stronger")).set_index("metric")["value"]
     # Reference: the same TS map, Bayes-corrected, scored on a resampled test set.
-    data = load_configured_dataset(CellSpec.of(config(*base)).dataset)
+    data = plan(*base).load_dataset()
     ts = make_calibrator("ts").fit(data.logits_cal, data.y_cal)
     train = np.bincount(data.y_cal, minlength=3) / len(data.y_cal)
     accuracy = [(data.logits_cal.argmax(1) == data.y_cal)[data.y_cal == c].mean() for c in range(3)]

@@ -5,10 +5,9 @@ import pytest
 import torch
 
 from calbench.criteria import get_criterion
-from calbench.criteria.decision import direct_loss, integral_loss, integral_loss_01_reject
+from calbench.criteria.decision_aware import direct_loss, integral_loss, integral_loss_01_reject
 from calbench.decision import empirical_risk, zero_one_reject
 from calbench.errors import CalbenchError
-from calbench.runner.spec import CellSpec
 from calbench.simplex import softmax
 
 
@@ -87,16 +86,16 @@ def test_criteria_registry_builds_decision_criteria_and_checks_them(rng):
 
 def test_a_cell_fits_ts_on_the_integral_loss_and_beats_nll_on_it(tmp_path):
     from calbench.calibrators import make_calibrator
-    from calbench.runner.build import criterion_spec
     from calbench.runner.cell import run_cell
     from tests.conftest import overconfident_logits
-    from tests.test_runner import config
+    from tests.test_runner import plan
 
     family = ["criterion=integral", "loss=reject_cost_family"]
-    rows = run_cell(config("method=ts", *family, "dataset.n_test=2000"))
+    rows = run_cell(plan("method=ts", *family, "dataset.n_test=2000"))
     assert set(rows["criterion"]) == {"integral"} and np.isfinite(rows["value"]).all()
     z, y = overconfident_logits(np.random.default_rng(1), 3000, 5)
-    spec = criterion_spec(config(*family), 5)
+    planned = plan(*family)
+    spec = planned.criterion_spec(5, planned.task(None, 5))
     np.testing.assert_array_equal(spec["l0"], zero_one_reject(5, 0.0))
     np.testing.assert_array_equal(np.add(spec["l0"], spec["l1"]), zero_one_reject(5, 1.0))
     fitted = make_calibrator("ts", criterion=spec).fit(z, y)
@@ -119,17 +118,16 @@ def test_direct_loss_grid_is_searched_by_the_empirical_risk_and_stored_compactly
     import json
 
     from calbench.metrics import log_loss
-    from calbench.runner.build import build_calibrator, load_configured_dataset
     from calbench.runner.cell import run_cell
     from calbench.runner.selection import select_and_fit
-    from tests.test_runner import config
+    from tests.test_runner import plan
 
-    cfg = config("method=ts", "criterion=direct", "loss=zero_one_reject", "dataset.n_test=1000")
-    data = load_configured_dataset(CellSpec.of(cfg).dataset)
-    calibrator, grid, _ = build_calibrator(cfg, data)
+    cell = plan("method=ts", "criterion=direct", "loss=zero_one_reject", "dataset.n_test=1000")
+    data = cell.load_dataset()
+    calibrator, grid = cell.calibrator(data, cell.task(None, data.n_classes))
     assert len(grid["criterion"]) == 6  # 3 lambdas x 2 betas, each a full criterion spec
     assert all("loss_matrix" in point for point in grid["criterion"])
-    rows = run_cell(cfg)
+    rows = run_cell(cell)
     chosen = json.loads(rows["params"].iat[0])["criterion"]
     assert set(chosen) == {"name", "reg_lambda", "beta"}  # no loss matrix in the store
     # The score hook: rating by minus the log-loss picks the other end of a grid.

@@ -8,16 +8,14 @@ from calbench.decision import c100_dangerous, empirical_risk, ham10000_treat, ze
 from calbench.decision.family import between, curve_eps, curve_metric, prior_shift_family
 from calbench.decision.shift import adapt_posteriors, importance_weights, long_tail_prior
 from calbench.errors import CalbenchError
-from calbench.runner.build import build_calibrator, load_configured_dataset
 from calbench.runner.cell import run_cell
 from calbench.runner.decision_task import decision_task
-from calbench.runner.protocols import make_folds
-from calbench.runner.spec import CellSpec
-from tests.test_runner import config
+from calbench.runner.plan import plan_cell
+from tests.test_runner import config, plan
 
 
 def _loss_and_shift(cfg):
-    spec = CellSpec.of(cfg)
+    spec = plan_cell(cfg).spec
     return spec.loss, spec.shift
 
 
@@ -42,12 +40,12 @@ def test_family_configs_span_the_losses_of_ho_4_4():
 
 
 def test_a_family_cell_records_the_test_risk_at_every_eps_of_the_curve():
-    cfg = config("method=ts", "loss=reject_cost_family", "dataset.n_test=3000")
-    values = _values(run_cell(cfg))
+    cell = plan("method=ts", "loss=reject_cost_family", "dataset.n_test=3000")
+    values = _values(run_cell(cell))
     curve = _curve(values)
     assert sorted(curve) == pytest.approx(np.linspace(0, 1, 21))
     # Reference: the same TS map, decisions under each reject cost taken by hand.
-    data = load_configured_dataset(CellSpec.of(cfg).dataset)
+    data = cell.load_dataset()
     probs = make_calibrator("ts").fit(data.logits_cal, data.y_cal).predict_proba(data.logits_test)
     for eps in (0.0, 0.35, 1.0):
         matrix = np.hstack([zero_one(3), np.full((3, 1), eps)])
@@ -59,12 +57,11 @@ def test_a_family_cell_records_the_test_risk_at_every_eps_of_the_curve():
 
 
 def test_direct_loss_is_trained_at_each_eps_of_the_curve_and_scored_there():
-    cfg = config("method=ts", "criterion=direct", "loss=reject_cost_family", "dataset.n_test=1000")
-    curve = _curve(_values(run_cell(cfg)))
+    cell = plan("method=ts", "criterion=direct", "loss=reject_cost_family", "dataset.n_test=1000")
+    curve = _curve(_values(run_cell(cell)))
     assert sorted(curve) == [0.0, 0.25, 0.5, 0.75, 1.0]
-    data = load_configured_dataset(CellSpec.of(cfg).dataset)
-    task = decision_task(*_loss_and_shift(cfg), None, 3)
-    calibrator, grid, _ = build_calibrator(cfg, data, task, 0.25)
+    data = cell.load_dataset()
+    calibrator, grid = cell.calibrator(data, cell.task(None, 3), 0.25)
     matrix = np.hstack([zero_one(3), np.full((3, 1), 0.25)])
     for point in grid["criterion"]:  # the whole lambda x beta grid sees the loss at 0.25
         np.testing.assert_allclose(point["loss_matrix"], matrix)
@@ -93,13 +90,13 @@ def test_a_prior_shift_is_the_family_of_eqs_3_40_3_41():
 def test_a_shifted_cell_fits_the_integral_loss_on_the_folds_prior_family():
     from calbench.criteria import get_criterion
 
-    cfg = config(
+    cell = plan(
         "method=ts", "criterion=integral", "shift=lt_stronger", "protocol=nested",
         "dataset.n_test=600", "protocol.outer_folds=3", "protocol.inner_folds=3",
     )  # fmt: skip
-    data = load_configured_dataset(CellSpec.of(cfg).dataset)
-    fold = next(iter(make_folds(data, {"name": "nested", "outer_folds": 3}, seed=0)))
-    task = decision_task(*_loss_and_shift(cfg), fold, 3)
+    data = cell.load_dataset()
+    fold = next(iter(cell.folds(data)))
+    task = cell.task(fold, 3)
     member = fold.members[0]
     train = np.bincount(member.y_fit, minlength=3) / len(member.y_fit)
     accuracy = [
@@ -107,15 +104,15 @@ def test_a_shifted_cell_fits_the_integral_loss_on_the_folds_prior_family():
     ]
     target = long_tail_prior(accuracy, 1.5)
     np.testing.assert_allclose(task.priors[0], train)
-    calibrator, _, _ = build_calibrator(cfg, data, task)
+    calibrator, _ = cell.calibrator(data, task)
     spec = calibrator.get_params()["criterion"]
     np.testing.assert_allclose(spec["l0"], zero_one(3))
     np.testing.assert_allclose(spec["l1"], (target / train - 1)[:, None] * zero_one(3))
     get_criterion(spec)  # a valid non-negative family
-    values = _values(run_cell(cfg))
+    values = _values(run_cell(cell))
     curve = _curve(values)
     # The scalar metrics at the shift's eps (1.0) are the curve's last point; per fold.
-    per_fold = run_cell(cfg).pivot(index="fold", columns="metric", values="value")
+    per_fold = run_cell(cell).pivot(index="fold", columns="metric", values="value")
     np.testing.assert_allclose(per_fold[curve_metric(1.0)], per_fold["empirical_risk"], atol=1e-12)
     assert len(curve) == 21
 
@@ -132,4 +129,4 @@ def test_a_shifted_cell_fits_the_integral_loss_on_the_folds_prior_family():
 )
 def test_family_misconfigurations_name_the_fix(overrides, message):
     with pytest.raises(CalbenchError, match=message):
-        run_cell(config("method=ts", "dataset.n_test=300", *overrides))
+        run_cell(plan("method=ts", "dataset.n_test=300", *overrides))

@@ -8,9 +8,8 @@ import torch
 
 from calbench.device import _fallback_warning, resolve_device
 from calbench.errors import CalbenchError
-from calbench.hashing import config_hash
-from calbench.runner.build import cell_config
 from calbench.runner.cell import run_cell
+from calbench.runner.plan import plan_cell
 from tests.test_runner import config
 
 GPU = torch.cuda.is_available()
@@ -41,7 +40,8 @@ def test_a_cell_gives_the_same_numbers_and_hash_on_every_device(overrides):
     base = ["dataset.n_test=500", "protocol.inner_folds=2", *overrides]
     cpu = config(*base)
     other = config(*base, "device=cuda" if GPU else "device=auto")
-    assert config_hash(cell_config(cpu)) == config_hash(cell_config(other))
+    cpu, other = plan_cell(cpu), plan_cell(other)
+    assert cpu.hash == other.hash
     a = run_cell(cpu).set_index("metric")["value"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -10,6 +10,16 @@ from calbench.calibrators import make_calibrator
 from calbench.calibrators.keras_style import reference_softmax
 
 
+def _holdout_plan(method: dict):
+    """The plan of a holdout cell (3 inner folds, averaged) of ``method``, built by hand."""
+    from calbench.runner.plan import plan_cell
+    from calbench.runner.spec import CellSpec
+
+    protocol = {"name": "holdout", "inner_folds": 3, "average_inner_models": True}
+    loss, shift = {"name": "zero_one"}, {"name": "none"}
+    return plan_cell(CellSpec("t", 15, {}, method, {"name": "nll"}, loss, shift, protocol, {}))
+
+
 def _data(n=300, k=3, seed=0):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, k, n)
@@ -193,16 +203,20 @@ def test_inner_cv_over_a_batched_grid_is_the_one_by_one_choice():
 
 def test_a_method_with_the_authors_tuned_values_runs_only_where_they_published_them():
     from calbench.errors import CalbenchError
-    from calbench.runner.build import method_params
 
     method = {
         "name": "ms_odir_kull_keras_tuned",
+        "calibrator": "keras_ms",
         "params": {"seed": 15},
         "tuned": {"c10_densenet40": {"l2": 250.0, "mu": 1e-4}},
     }
-    assert method_params(method, "c10_densenet40") == {"seed": 15, "l2": 250.0, "mu": 1e-4}
+    plan = _holdout_plan(method)
+    assert plan.tuned_params("c10_densenet40") == {"l2": 250.0, "mu": 1e-4}
+    dataset = type("Named", (), {"name": "c10_densenet40", "n_classes": 10, "true_map": None})
+    calibrator, _ = plan.calibrator(dataset, plan.task(None, 10))
+    assert (calibrator.seed, calibrator.l2, calibrator.mu) == (15, 250.0, 1e-4)
     with pytest.raises(CalbenchError, match="published none for 'svhn_resnet152_SD'"):
-        method_params(method, "svhn_resnet152_SD")
+        plan.tuned_params("svhn_resnet152_SD")
 
 
 def test_a_method_can_say_it_was_fitted_once_whatever_the_protocol():
@@ -211,17 +225,12 @@ def test_a_method_can_say_it_was_fitted_once_whatever_the_protocol():
     from calbench.metrics import log_loss
     from calbench.runner.cell import fit_selected
     from calbench.runner.selection import AveragedCalibrator
-    from calbench.runner.spec import CellSpec
 
     logits, y = _data(n=200)
-    protocol = {"name": "holdout", "inner_folds": 3, "average_inner_models": True}
-
-    def spec(method):
-        return CellSpec("t", 15, {}, method, {"name": "nll"}, {}, {}, protocol, {})
-
-    averaged, _ = fit_selected(spec({"name": "vs"}), make_calibrator("vs"), {}, logits, y, log_loss)
+    vs = {"name": "vs", "calibrator": "vs"}
+    averaged, _ = fit_selected(_holdout_plan(vs), make_calibrator("vs"), {}, logits, y, log_loss)
     once, _ = fit_selected(
-        spec({"name": "vs", "average_inner_models": False}),
+        _holdout_plan({**vs, "average_inner_models": False}),
         make_calibrator("vs"),
         {},
         logits,

@@ -9,13 +9,14 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.preprocessing import StandardScaler
 
 from calbench.calibrators import make_calibrator
-from calbench.classifiers import make_classifier
 from calbench.data import FeatureSet, load_dataset
 from calbench.data.classifier_scores import scored_folds
+from calbench.data.classifiers import make_classifier
 from calbench.errors import CalbenchError
 from calbench.metrics import accuracy, log_loss
 from calbench.runner.cell import run_cell
-from calbench.runner.protocols import make_folds
+from calbench.runner.plan import plan_cell
+from calbench.runner.protocols import Protocol
 from calbench.simplex import softmax
 from tests.test_runner import config
 
@@ -74,7 +75,7 @@ def test_uncalibrated_cell_averages_the_three_classifiers(tmp_path):
         "metrics=kull_uci",
         f"data_dir={tmp_path}",
     )
-    rows = run_cell(cfg)
+    rows = run_cell(plan_cell(cfg))
     assert set(rows["classifier"]) == {"nbayes"} and set(rows["protocol"]) == {"classifier_cv"}
     data = iris()
     # Reference: the same splits, naive Bayes trained directly, probabilities averaged.
@@ -103,7 +104,7 @@ def test_dir_l2_lambda_is_chosen_on_the_classifiers_training_part(tmp_path):
         "metrics=kull_uci",
         f"data_dir={tmp_path}",
     )
-    rows = run_cell(cfg)
+    rows = run_cell(plan_cell(cfg))
     assert rows.groupby("fold").size().nunique() == 1 and rows["fold"].nunique() == 5
     grid = list(cfg.method.grid.reg_lambda)
     data = load_dataset(
@@ -137,17 +138,21 @@ def test_dir_l2_lambda_is_chosen_on_the_classifiers_training_part(tmp_path):
             assert got["reg_lambda"] == grid[int(np.argmin(losses))]
 
 
+def _protocol(name, **options):
+    return Protocol.of({"name": name, "inner_folds": 3, "average_inner_models": False, **options})
+
+
 def test_select_on_must_name_a_known_place(tmp_path):
     with pytest.raises(CalbenchError, match="'select_on' parameter"):
-        list(make_folds(iris(), {"name": "classifier_cv", "select_on": "test", "cache_dir": None}))
+        list(_protocol("classifier_cv", select_on="test", cache_dir=None).folds(iris()))
 
 
 def test_protocol_and_data_kind_must_match(tmp_path):
     scores = load_dataset("synthetic_dirichlet", n_cal=300, n_test=300)
     with pytest.raises(CalbenchError, match="needs a feature set"):
-        list(make_folds(scores, {"name": "classifier_cv"}))
+        list(_protocol("classifier_cv").folds(scores))
     with pytest.raises(CalbenchError, match="protocol=kull_uci"):
-        list(make_folds(iris(), {"name": "holdout"}))
+        list(_protocol("holdout").folds(iris()))
     with pytest.raises(CalbenchError, match="pick the classifier"):
         load_dataset("tabular", source="iris", classifier={"name": "none"})
 

@@ -79,10 +79,11 @@ def test_fixed_criterion_survives_the_runner():
     from hydra import compose, initialize_config_module
 
     from calbench.data import load_dataset
-    from calbench.runner.build import build_calibrator
+    from calbench.runner.plan import plan_cell
 
     with initialize_config_module("calbench.conf", version_base="1.3"):
         cfg = compose("config", overrides=["method=irova_ts", "criterion=nll"])
     ds = load_dataset("synthetic_dirichlet", n_cal=100, n_test=10)
-    calibrator, _, _ = build_calibrator(cfg, ds)
+    plan = plan_cell(cfg)
+    calibrator, _ = plan.calibrator(ds, plan.task(None, ds.n_classes))
     assert calibrator.get_params()["first__criterion"] == "mse"

@@ -298,7 +298,7 @@ def test_decision_search_gradient_and_adam_equal_autograds_and_torchs(rng):
     and torch.optim.Adam."""
     import torch
 
-    from calbench.calibrators.decision import _Adam, violation_gradient
+    from calbench.calibrators.decision_calibration import _Adam, violation_gradient
 
     probs = torch.from_numpy(softmax(rng.normal(size=(300, 5)) * 2))
     residual = torch.from_numpy(np.eye(5)[rng.integers(0, 5, 300)]) - probs
@@ -320,7 +320,7 @@ def test_decision_search_gradient_and_adam_equal_autograds_and_torchs(rng):
 def test_decision_calibration_fitted_longer_contains_every_shorter_fit(synthetic, monkeypatch):
     """n_iterations is a prefix parameter: the first k corrections of a 5-iteration fit are
     a k-iteration fit, so inner CV fits once per fold and chooses as the plain grid would."""
-    from calbench.calibrators.decision import DecisionCalibrator
+    from calbench.calibrators.decision_calibration import DecisionCalibrator
     from calbench.runner.selection import select_and_fit
 
     x, y = synthetic.logits_cal[:1500], synthetic.y_cal[:1500]

@@ -76,7 +76,7 @@ def test_gaussian_classes_have_the_configured_priors_to_the_sample():
 
 def test_ho_stand_ins_carry_the_classes_and_priors_they_stand_for(tmp_path):
     from calbench.decision.losses import HAM10000_CLASSES
-    from calbench.runner.build import load_configured_dataset
+    from calbench.runner.plan import load_configured_dataset
     from tests.test_runner import config
 
     cfg = config("dataset=synthetic_ham10000", f"data_dir={tmp_path}")

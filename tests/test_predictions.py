@@ -10,7 +10,7 @@ from calbench.metrics import confidence_ece, mce
 from calbench.runner.job import run_job
 from calbench.runner.rescore import metric_options, rescore
 from calbench.runner.store import ResultStore
-from tests.test_runner import config
+from tests.test_runner import plan
 
 SMALL = ["dataset.n_cal=600", "dataset.n_test=900"]
 
@@ -32,7 +32,7 @@ def _cells(results_dir):
     ids=["holdout", "nested", "prior_shift", "estimated_prior"],
 )
 def test_stored_predictions_score_exactly_to_the_stored_rows(tmp_path, overrides):
-    run_job(config(*SMALL, *overrides, f"results_dir={tmp_path}"))
+    run_job(plan(*SMALL, *overrides, f"results_dir={tmp_path}"))
     store, rows, cells = _cells(tmp_path)
     cell = cells.iloc[0]
     metrics = load_yaml((tmp_path / "store" / f"{cell.config_hash}.yaml").read_text())["metrics"]
@@ -52,7 +52,7 @@ def test_stored_predictions_score_exactly_to_the_stored_rows(tmp_path, overrides
 
 def test_labels_and_uncalibrated_scores_are_stored_once_for_all_methods(tmp_path):
     for method in ("ts", "vs", "uncal"):
-        run_job(config(*SMALL, f"method={method}", f"results_dir={tmp_path}"))
+        run_job(plan(*SMALL, f"method={method}", f"results_dir={tmp_path}"))
     # y, uncalibrated and true probabilities of the one test set: 3 shared files, not 9.
     assert len(list((tmp_path / "store" / "arrays").glob("*.npz"))) == 3
     store, _, cells = _cells(tmp_path)
@@ -62,7 +62,7 @@ def test_labels_and_uncalibrated_scores_are_stored_once_for_all_methods(tmp_path
 
 
 def test_a_changed_or_missing_predictions_file_is_one_clear_error(tmp_path):
-    run_job(config(*SMALL, f"results_dir={tmp_path}"))
+    run_job(plan(*SMALL, f"results_dir={tmp_path}"))
     store, _, cells = _cells(tmp_path)
     cell = cells.iloc[0]
     npz = tmp_path / "store" / f"{cell.config_hash}.npz"
@@ -77,25 +77,25 @@ def test_a_changed_or_missing_predictions_file_is_one_clear_error(tmp_path):
 
 
 def test_float32_and_none_storage(tmp_path):
-    run_job(config(*SMALL, "predictions=float32", f"results_dir={tmp_path}"))
+    run_job(plan(*SMALL, "predictions=float32", f"results_dir={tmp_path}"))
     store, rows, cells = _cells(tmp_path)
     cell = cells.iloc[0]
     fold = store.predictions(cell.config_hash, cell.predictions_sha256)[0]
     stored = rows.set_index("metric")["value"]
     assert fold.probs.dtype == np.float64  # read back as float64
     assert fold.scores({"log_loss": {}})["log_loss"] == pytest.approx(stored["log_loss"], rel=1e-6)
-    run_job(config(*SMALL, "method=vs", "predictions=none", f"results_dir={tmp_path / 'n'}"))
+    run_job(plan(*SMALL, "method=vs", "predictions=none", f"results_dir={tmp_path / 'n'}"))
     store, _, cells = _cells(tmp_path / "n")
     assert cells["predictions_sha256"].iat[0] == ""
     with pytest.raises(CalbenchError, match="stored without predictions"):
         store.predictions(cells["config_hash"].iat[0], "")
     with pytest.raises(CalbenchError, match="predictions='npz'"):
-        run_job(config(*SMALL, "predictions=npz", f"results_dir={tmp_path / 'bad'}"))
+        run_job(plan(*SMALL, "predictions=npz", f"results_dir={tmp_path / 'bad'}"))
 
 
 def test_rescore_adds_a_metric_from_stored_predictions_without_refitting(tmp_path, monkeypatch):
     for method in ("ts", "dir"):
-        run_job(config(*SMALL, f"method={method}", "protocol=nested", f"results_dir={tmp_path}"))
+        run_job(plan(*SMALL, f"method={method}", "protocol=nested", f"results_dir={tmp_path}"))
     store, before, _ = _cells(tmp_path)
 
     def no_refit(*args, **kwargs):

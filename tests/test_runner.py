@@ -11,6 +11,7 @@ from calbench.errors import CalbenchError
 from calbench.metrics import log_loss
 from calbench.runner.cell import run_cell
 from calbench.runner.job import run_job
+from calbench.runner.plan import plan_cell
 from calbench.runner.protocols import nested
 from calbench.runner.selection import AveragedCalibrator, select_and_fit
 from calbench.runner.store import COLUMNS, ResultStore
@@ -20,6 +21,11 @@ from tests.conftest import overconfident_logits
 def config(*overrides):
     with initialize_config_module("calbench.conf", version_base="1.3"):
         return compose("config", overrides=list(overrides))
+
+
+def plan(*overrides):
+    """The plan of the composed config (every check of it run)."""
+    return plan_cell(config(*overrides))
 
 
 def test_inner_cv_picks_the_grid_point_with_lowest_out_of_fold_log_loss(rng):
@@ -127,8 +133,8 @@ def test_nested_folds_partition_the_pooled_data_stratified():
 
 
 def test_cell_rows_are_tidy_and_reproducible():
-    cfg = config("dataset.n_test=3000", "method=vs", "protocol=nested", "protocol.outer_folds=3")
-    a, b = run_cell(cfg), run_cell(cfg)
+    cell = plan("dataset.n_test=3000", "method=vs", "protocol=nested", "protocol.outer_folds=3")
+    a, b = run_cell(cell), run_cell(cell)
     assert set(COLUMNS) - {"config_hash", "predictions_sha256"} <= set(a.columns)
     assert sorted(a["fold"].unique()) == [0, 1, 2]
     assert set(a["metric"]) >= {"accuracy", "log_loss", "true_confidence_ce", "average_loss_gap"}
@@ -136,21 +142,21 @@ def test_cell_rows_are_tidy_and_reproducible():
 
 
 def test_true_map_cell_scores_zero_true_error():
-    rows = run_cell(config("dataset.n_test=3000", "method=true_map"))
+    rows = run_cell(plan("dataset.n_test=3000", "method=true_map"))
     values = rows.set_index("metric")["value"]
     assert values["true_confidence_ce"] == 0 and values["true_classwise_ce"] == 0
 
 
 def test_job_skips_stored_cells_unless_forced(tmp_path, capsys):
     cfg = config("dataset.n_test=2000", f"results_dir={tmp_path}")
-    h = run_job(cfg)
+    h = run_job(plan_cell(cfg))
     store = ResultStore(tmp_path)
     first = store.read()
     assert store.has(h) and len(first) == first["metric"].nunique()
-    run_job(cfg)
+    run_job(plan_cell(cfg))
     assert "already in the store" in capsys.readouterr().out
     cfg.force = True
-    run_job(cfg)
+    run_job(plan_cell(cfg))
     assert len(store.read()) == len(first)
     assert not list((tmp_path / "store").glob("*.tmp"))
 
@@ -158,7 +164,7 @@ def test_job_skips_stored_cells_unless_forced(tmp_path, capsys):
 def test_grid_with_unknown_parameter_is_rejected():
     cfg = config("dataset.n_test=2000", "method=dir_l2", "+method.grid.alpha=[1,2]")
     with pytest.raises(CalbenchError, match="unknown parameter\\(s\\) \\['alpha'\\]"):
-        run_cell(cfg)
+        plan_cell(cfg)
 
 
 def test_a_newer_cell_with_the_same_labels_supersedes_the_older_in_reads(tmp_path):

@@ -20,7 +20,7 @@ from calbench.calibrators.binary import (
     SmoothedBinning,
 )
 from calbench.calibrators.composition import Composition
-from calbench.calibrators.decision import DecisionCalibrator
+from calbench.calibrators.decision_calibration import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.hoki import HokiCalibrator
 from calbench.calibrators.keras_style import KerasStyleScaling

@@ -55,14 +55,12 @@ def _run(argv: list[str]) -> None:
     def app(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        from calbench.runner.checks import check_experiment_choice, check_run_config
-        from calbench.runner.spec import CellSpec
+        from calbench.runner.checks import check_experiment_choice
+        from calbench.runner.plan import plan_cell
 
         try:
             check_experiment_choice(HydraConfig.get().runtime.choices.get("experiment"))
-            spec = CellSpec.of(cfg)
-            check_run_config(spec)
-            run_job(spec)
+            run_job(plan_cell(cfg))
         except CalbenchError as exc:
             # SystemExit passes through Hydra's error reporting: one line, no traceback.
             fail(str(exc))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.criteria import decision
-from calbench.criteria.decision import TRAINED_PER_EPS, decision_criterion  # noqa: F401
+from calbench.criteria import decision_aware
+from calbench.criteria.decision_aware import TRAINED_PER_EPS, decision_criterion  # noqa: F401
 from calbench.device import resolve_device
 from calbench.errors import CalbenchError, unknown_name
 from calbench.lazy import LazyModule
@@ -104,10 +104,10 @@ def from_torch(loss_fn, device=None):
 CRITERIA = {"nll": nll, "mse": mse, "top_label_bce": top_label_bce}
 #: Criteria with options (loss matrices, lambda, beta), built per fit: name -> torch loss.
 PARAMETRISED = {
-    "ece": decision.ece_loss,
-    "direct": decision.direct_loss,
-    "integral": decision.integral_loss,
-    "integral_01_reject": decision.integral_loss_01_reject,
+    "ece": decision_aware.ece_loss,
+    "direct": decision_aware.direct_loss,
+    "integral": decision_aware.integral_loss,
+    "integral_01_reject": decision_aware.integral_loss_01_reject,
 }
 
 
@@ -131,7 +131,7 @@ def get_criterion(spec):
             f"criterion {name!r} needs its options (a loss matrix); see conf/criterion."
         )
     if name == "integral":
-        options["l0"], options["l1"] = decision.check_family(
+        options["l0"], options["l1"] = decision_aware.check_family(
             options["l0"], options["l1"], "criterion integral"
         )
     fn = PARAMETRISED[name]

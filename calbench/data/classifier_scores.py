@@ -31,7 +31,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from calbench.atomic import atomic_save_npz
-from calbench.classifiers import make_classifier
+from calbench.data.classifiers import make_classifier
 from calbench.data.tabular import FeatureSet
 from calbench.errors import CalbenchError, check_int
 from calbench.simplex import probs_to_logits

@@ -12,19 +12,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from calbench.errors import unknown_name
+from calbench.metrics.bayes_risk import (
+    argmax_changed,
+    average_loss_gap,
+    empirical_risk,
+    model_risk,
+    risk_gap,
+)
 from calbench.metrics.binned import classwise_ece, confidence_ece, confidence_ece_sweep, mce
 from calbench.metrics.consistency import (
     classwise_ece_accepted,
     classwise_ece_p_value,
     confidence_ece_accepted,
     confidence_ece_p_value,
-)
-from calbench.metrics.decision import (
-    argmax_changed,
-    average_loss_gap,
-    empirical_risk,
-    model_risk,
-    risk_gap,
 )
 from calbench.metrics.decomposition import (
     brier_reliability,

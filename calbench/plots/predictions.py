@@ -21,7 +21,7 @@ from tqdm import tqdm
 from calbench.plots.ks import ks_curves
 from calbench.plots.reliability import reliability_diagram, smooth_reliability_diagram
 from calbench.plots.simplex import calibration_data, calibration_map, colour_key
-from calbench.runner.build import load_configured_dataset
+from calbench.runner.plan import load_configured_dataset
 from calbench.runner.predictions import FoldPredictions
 from calbench.runner.store import ResultStore
 from calbench.simplex import map_points

@@ -1,5 +1,5 @@
-"""One cell of an experiment run: its folds fitted and scored -> tidy result rows (the
-objects come from `calbench.runner.build`, the settings from `calbench.runner.spec`)."""
+"""One cell of an experiment run: its folds fitted and scored -> tidy result rows (what to
+fit and how comes from the cell's plan, `calbench.runner.plan`)."""
 
 from __future__ import annotations
 
@@ -9,57 +9,52 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig
 
 import calbench
 from calbench.criteria import TRAINED_PER_EPS
 from calbench.errors import CalbenchError
-from calbench.runner.build import (
-    build_calibrator,
-    load_configured_dataset,
-    public_params,
-    selection_score,
-)
-from calbench.runner.decision_task import decision_task
+from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import FoldPredictions
-from calbench.runner.protocols import make_folds
 from calbench.runner.selection import select_and_fit, select_on_validation
-from calbench.runner.spec import CellSpec
 from calbench.simplex import map_points, probs_to_logits, softmax
 
 
-def fit_selected(spec: CellSpec, calibrator, grid, logits, y, score=None):
-    """The protocol's hyperparameter choice and fit: (fitted model, chosen params).
-    ``score`` rates grid points (default: as `selection_score` says for the run's loss)."""
-    if score is None:
-        task = decision_task(spec.loss, spec.shift, None, logits.shape[1])
-        score = selection_score(spec, task.loss)
+def fit_selected(plan: CellPlan, calibrator, grid, logits, y, score):
+    """The protocol's hyperparameter choice (grid points rated by ``score``) and fit:
+    (fitted model, chosen params)."""
+    protocol = plan.protocol
     return select_and_fit(
         calibrator,
         grid,
         logits,
         y,
-        inner_folds=spec.protocol["inner_folds"],
-        # A method may say how its paper fitted it, whatever the protocol's default (Kull
-        # et al. fitted VecS once on the whole calibration set, their ODIR maps as an
-        # average of the inner-fold models).
-        average_inner_models=spec.method.get(
-            "average_inner_models", spec.protocol["average_inner_models"]
-        ),
-        seed=spec.seed,
+        inner_folds=protocol.inner_folds,
+        average_inner_models=plan.average_inner_models,
+        seed=plan.spec.seed,
         score=score,
-        inner_cv=spec.protocol.get("inner_cv", "stratified"),
-        # Not in the protocol YAMLs, so that stored cells keep their hashes:
-        # `+protocol.grid_patience=1` stops the grid early (`select_and_fit`).
-        grid_patience=spec.protocol.get("grid_patience"),
+        inner_cv=protocol.inner_cv,
+        grid_patience=protocol.grid_patience,
     )
 
 
-def _check_simplex(spec: CellSpec, dataset, fold, probs):
+def public_params(chosen: dict, model=None) -> dict:
+    """Chosen parameters as stored: a criterion spec shrinks to its name and scalar options
+    (its loss matrices are in the cell's config); a value the fitted ``model`` adjusted
+    (k clipped to the data size: ``n_neighbors_``) is stored as the value it used."""
+    chosen = {k: getattr(model, f"{k}_", v) for k, v in chosen.items()}
+    return {
+        k: {o: v for o, v in value.items() if not isinstance(v, list)}
+        if isinstance(value, dict)
+        else value
+        for k, value in chosen.items()
+    }
+
+
+def _check_simplex(plan: CellPlan, dataset, fold, probs):
     drift = np.abs(probs.sum(axis=1) - 1).max()
     if not np.isfinite(probs).all() or drift > 1e-6 or (probs < 0).any():
         raise CalbenchError(
-            f"method {spec.method['name']!r} produced predictions off the probability simplex "
+            f"method {plan.method!r} produced predictions off the probability simplex "
             f"on {dataset.name} fold {fold.index} (max row-sum error {drift:.3g}); "
             "this is a bug in the calibrator, please report it."
         )
@@ -79,21 +74,21 @@ class FoldFit:
     validation: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def _fit_fold(spec: CellSpec, dataset, task, fold, eps=None) -> tuple[FoldFit, str]:
+def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
     """Fit one calibrator per member for the decision ``task`` at ``eps``."""
-    calibrator, grid, criterion = build_calibrator(spec, dataset, task, eps)
-    score = selection_score(spec, task.training_loss(eps))
+    calibrator, grid = plan.calibrator(dataset, task, eps)
+    score = plan.selection_score(task.training_loss(eps))
     # A classifier's scores on its own training part are often exactly 0 or 1 (trees,
     # forests, k-NN), so there the log-loss is clipped as scikit-learn's was in Kull et
     # al.'s code, lest a few 708-per-sample terms decide the choice.
-    on_training = selection_score(spec, task.training_loss(eps), log_loss_clip=1e-15)
+    on_training = plan.selection_score(task.training_loss(eps), log_loss_clip=1e-15)
     probs, uncalibrated, simplex, chosen, seconds = [], [], [], [], 0.0
     validation = []
     for member in fold.members:
         start = time.perf_counter()
         if member.logits_val is None:
             model, params = fit_selected(
-                spec, calibrator, grid, member.logits_fit, member.y_fit, score=score
+                plan, calibrator, grid, member.logits_fit, member.y_fit, score
             )
         else:
             model, params = select_on_validation(
@@ -121,7 +116,7 @@ def _fit_fold(spec: CellSpec, dataset, task, fold, eps=None) -> tuple[FoldFit, s
         _combine(simplex) if simplex else None,
         tuple(np.concatenate(part) for part in zip(*validation, strict=True)) or None,
     )
-    return fit, criterion
+    return fit
 
 
 def _combine(parts: list[np.ndarray]) -> np.ndarray:
@@ -147,31 +142,30 @@ def _fold_predictions(dataset, task, fold, fit) -> FoldPredictions:
     )
 
 
-def run_cell(spec: CellSpec | DictConfig) -> pd.DataFrame:
-    """Fit and evaluate the configured method on every fold of the protocol: its rows."""
-    return evaluate_cell(spec)[0]
+def run_cell(plan: CellPlan) -> pd.DataFrame:
+    """Fit and evaluate the planned method on every fold of the protocol: its rows."""
+    return evaluate_cell(plan)[0]
 
 
-def evaluate_cell(spec: CellSpec | DictConfig) -> tuple[pd.DataFrame, list[FoldPredictions]]:
+def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
     """The cell's rows and each fold's stored predictions (`calbench.runner.predictions`)."""
-    spec = CellSpec.of(spec)
-    dataset = load_configured_dataset(spec.dataset)
-    method = spec.method["name"]
+    dataset = plan.load_dataset()
+    method = plan.method
     rows, stored = [], []
-    for fold in make_folds(dataset, spec.protocol, seed=spec.seed):
-        task = decision_task(spec.loss, spec.shift, fold, dataset.n_classes)
-        fit, criterion = _fit_fold(spec, dataset, task, fold)
-        _check_simplex(spec, dataset, fold, fit.probs)
+    for fold in plan.folds(dataset):
+        task = plan.task(fold, dataset.n_classes)
+        fit = _fit_fold(plan, dataset, task, fold)
+        _check_simplex(plan, dataset, fold, fit.probs)
         predictions = _fold_predictions(dataset, task, fold, fit)
-        values = predictions.scores(spec.metrics)
+        values = predictions.scores(plan.metrics)
         # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
         values["fit_accuracy"] = float(
             np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
         )
-        if criterion in TRAINED_PER_EPS and task.curve:
+        if plan.criterion_name in TRAINED_PER_EPS and task.curve:
             # One fit per point of the curve, each scored at its own eps.
             for eps in task.direct_points:
-                at_eps = fit if eps == task.eps else _fit_fold(spec, dataset, task, fold, eps)[0]
+                at_eps = fit if eps == task.eps else _fit_fold(plan, dataset, task, fold, eps)
                 values.update(
                     task.curve_values(at_eps.probs, fold.y_eval, [eps], at_eps.validation)
                 )
@@ -197,15 +191,9 @@ def evaluate_cell(spec: CellSpec | DictConfig) -> tuple[pd.DataFrame, list[FoldP
             )
     frame = pd.DataFrame(rows)
     labels = {
-        "experiment": spec.experiment,
+        **plan.labels(),
         "dataset": dataset.name,
         "classifier": getattr(dataset, "classifier_name", "none"),
-        "method": method,
-        "criterion": criterion,
-        "loss": spec.loss["name"],
-        "shift": spec.shift["name"],
-        "protocol": spec.protocol["name"],
-        "seed": spec.seed,
         "calbench_version": calbench.__version__,
     }
     for column, value in labels.items():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numbers
 
-from omegaconf import DictConfig
 from sklearn.base import clone
 
 from calbench.calibrators import make_calibrator
@@ -19,8 +18,8 @@ from calbench.conf_files import group_files, root_config
 from calbench.errors import CalbenchError, nearest
 from calbench.runner.spec import CELL_KEYS, CellSpec
 
-#: The keys of a method config (`calbench.runner.build.method_params` reads ``tuned``; the
-#: cell's fit reads ``average_inner_models``, which overrides the protocol's).
+#: The keys of a method config (`calbench.runner.plan.CellPlan` reads ``tuned`` and
+#: ``average_inner_models``, which overrides the protocol's).
 METHOD_KEYS = ("name", "calibrator", "params", "grid", "tuned", "average_inner_models")
 
 
@@ -73,9 +72,10 @@ def method_grid(method: dict) -> dict[str, list]:
     return grid
 
 
-def check_method(method: dict) -> None:
-    """A method config's keys, its fixed params and every grid value, against the
-    calibrator's parameters and their constraints."""
+def checked_method(method: dict) -> tuple:
+    """The calibrator of a method config (its fixed params set, never fitted) and its grid
+    (`method_grid`), after checking the config's keys, its fixed and tuned params and every
+    grid value against the calibrator's parameters and their constraints."""
     _unknown(list(method), METHOD_KEYS, "method.")
     params = dict(method.get("params") or {})
     calibrator = make_calibrator(method["calibrator"], **params)  # unknown params: its error
@@ -87,6 +87,12 @@ def check_method(method: dict) -> None:
             raise CalbenchError(f"method {method['name']!r}, tuned.{dataset_name}: {exc}") from None
     grid = method_grid(method)
     accepted = calibrator.get_params()
+    unknown = sorted(set(grid) - set(accepted))
+    if unknown:
+        raise CalbenchError(
+            f"method {method['name']!r}: grid names unknown parameter(s) {unknown}; "
+            f"the calibrator takes {sorted(accepted)}."
+        )
     for key, values in grid.items():
         if key in params:
             raise CalbenchError(
@@ -94,16 +100,14 @@ def check_method(method: dict) -> None:
                 f"{params[key]}) and searched (method.grid.{key}={values}); the grid would "
                 f"override it. Fix it with method.grid.{key}=[{params[key]}], or drop the param."
             )
-        if key not in accepted:
-            continue  # the criterion's grid and unknown names are `build_calibrator`'s
         for value in values:
             clone(calibrator).set_params(**{key: value}).validate_params()
+    return calibrator, grid
 
 
-def check_run_config(spec: CellSpec | DictConfig) -> None:
-    """Everything above, on the run's config."""
-    spec = CellSpec.of(spec)
+def check_run_config(spec: CellSpec) -> None:
+    """The run's keys and seed (`calbench.runner.plan.plan_cell` runs it, and
+    `checked_method` on its method)."""
     _unknown([*CELL_KEYS, "device", *spec.run], run_keys(), "")
     if isinstance(spec.seed, bool) or not isinstance(spec.seed, numbers.Integral):
         raise CalbenchError(f"seed must be an integer; got seed={spec.seed!r}.")
-    check_method(spec.method)

@@ -3,37 +3,30 @@
 from __future__ import annotations
 
 import yaml
-from omegaconf import DictConfig
 from tabulate import tabulate
 
 from calbench.decision.family import CURVE_METRIC
-from calbench.hashing import config_hash
-from calbench.runner.build import cell_config
 from calbench.runner.cell import evaluate_cell, summarise
+from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import check_storage
-from calbench.runner.spec import CellSpec
 from calbench.runner.store import ResultStore
 
 
-def run_job(cfg: CellSpec | DictConfig) -> str:
-    """Run (or skip) the cell ``cfg`` describes; returns its config hash."""
-    spec = CellSpec.of(cfg)
-    cell = cell_config(spec)
-    cell_hash = config_hash(cell)
-    store = ResultStore(spec.run["results_dir"])
-    data = spec.dataset["name"] or spec.dataset["loader"]
-    label = f"{spec.experiment} | {data} | {spec.method['name']}"
-    if store.has(cell_hash) and not spec.run.get("force", False):
+def run_job(plan: CellPlan) -> str:
+    """Run (or skip) the planned cell; returns its config hash."""
+    run, cell_hash, label = plan.spec.run, plan.hash, plan.label
+    store = ResultStore(run["results_dir"])
+    if store.has(cell_hash) and not run["force"]:
         print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
         return cell_hash
-    storage = spec.run.get("predictions", "auto")
+    storage = run["predictions"]
     check_storage(storage)  # before the work, not after
-    rows, predictions = evaluate_cell(spec)
+    rows, predictions = evaluate_cell(plan)
     rows["config_hash"] = cell_hash
     path = store.write(
         cell_hash,
         rows,
-        yaml.safe_dump(cell, sort_keys=False),
+        yaml.safe_dump(plan.cell, sort_keys=False),
         predictions=None if storage == "none" else (predictions, storage),
     )
     # A risk curve's points go to the store and `calbench tables`, not to the terminal.
@@ -41,7 +34,7 @@ def run_job(cfg: CellSpec | DictConfig) -> str:
     summary = summarise(rows[~curve])
     fit = rows.groupby("fold")["fit_seconds"].first().sum()
     print(
-        f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={spec.protocol['name']}"
+        f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={plan.protocol.name}"
         f" | fit {fit:.2f} s"
     )
     folds = int(summary["folds"].max())

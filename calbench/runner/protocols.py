@@ -109,19 +109,61 @@ PROTOCOLS = {
         ("repeats", "outer_folds", "calibration_folds", "cache_dir", "select_on"),
     ),
 }
+#: How every protocol searches a grid by inner CV (`calbench.runner.selection.select_and_fit`).
+INNER_KEYS = ("inner_folds", "average_inner_models", "inner_cv", "grid_patience")
+INNER_CV = ("stratified", "kfold")
 
 
-def make_folds(dataset: Dataset | FeatureSet, protocol: dict, seed: int = 0) -> Iterator[Fold]:
-    """The folds of the ``protocol`` config (its ``name`` and options) on ``dataset``."""
-    name = protocol.get("name")
-    if name not in PROTOCOLS:
-        raise unknown_name("protocol", name, PROTOCOLS)
-    generate, kind, option_names = PROTOCOLS[name]
-    if not isinstance(dataset, kind):
-        if kind is FeatureSet:
-            hint = "it trains a classifier, so it needs a feature set such as dataset=keel_iris"
-        else:
-            hint = "it needs a model's scores; feature sets need protocol=kull_uci"
-        raise CalbenchError(f"protocol {name!r} does not fit data set {dataset.name!r}: {hint}.")
-    options = {k: protocol[k] for k in option_names if k in protocol}
-    return generate(dataset, seed=seed, **options)
+@dataclass(frozen=True)
+class Protocol:
+    """A ``protocol`` config group, read once: how the folds are made (the generator's own
+    options) and how grids are searched inside them."""
+
+    name: str
+    fold_options: dict
+    inner_folds: int
+    average_inner_models: bool
+    # The two keys below came after stores were written: a protocol YAML that leaves them
+    # out (kull_uci.yaml: inner_cv; all: grid_patience) keeps its cells' hashes, and these
+    # are its values. `+protocol.grid_patience=1` stops a grid early (`select_and_fit`).
+    inner_cv: str = "stratified"
+    grid_patience: int | None = None
+
+    @classmethod
+    def of(cls, protocol: dict) -> Protocol:
+        """The record of a protocol config; unknown names, keys and values are errors."""
+        name = protocol.get("name")
+        if name not in PROTOCOLS:
+            raise unknown_name("protocol", name, PROTOCOLS)
+        option_names = PROTOCOLS[name][2]
+        known = ("name", *option_names, *INNER_KEYS)
+        extra = [k for k in protocol if k not in known]
+        if extra:
+            raise CalbenchError(
+                f"unknown config key protocol.{extra[0]}: nothing reads it in protocol "
+                f"{name!r}. Its keys are: {', '.join(known)}."
+            )
+        inner = {k: protocol[k] for k in INNER_KEYS if k in protocol}
+        missing = [k for k in ("inner_folds", "average_inner_models") if k not in inner]
+        if missing:
+            raise CalbenchError(f"protocol {name!r} needs {' and '.join(missing)}.")
+        owner = f"protocol {name}"
+        inner["inner_folds"] = check_int(inner["inner_folds"], "inner_folds", owner, minimum=2)
+        check_choice(inner.get("inner_cv", "stratified"), "inner_cv", owner, INNER_CV)
+        if inner.get("grid_patience") is not None:
+            check_int(inner["grid_patience"], "grid_patience", owner)
+        options = {k: protocol[k] for k in option_names if k in protocol}
+        return cls(name, options, **inner)
+
+    def folds(self, dataset: Dataset | FeatureSet, seed: int = 0) -> Iterator[Fold]:
+        """The folds of this protocol on ``dataset``."""
+        generate, kind, _ = PROTOCOLS[self.name]
+        if not isinstance(dataset, kind):
+            if kind is FeatureSet:
+                hint = "it trains a classifier, so it needs a feature set such as dataset=keel_iris"
+            else:
+                hint = "it needs a model's scores; feature sets need protocol=kull_uci"
+            raise CalbenchError(
+                f"protocol {self.name!r} does not fit data set {dataset.name!r}: {hint}."
+            )
+        return generate(dataset, seed=seed, **self.fold_options)

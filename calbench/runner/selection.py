@@ -27,7 +27,7 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import OneVsRestCalibrator
 from calbench.errors import check_choice
 from calbench.metrics import log_loss
-from calbench.runner.protocols import check_class_counts
+from calbench.runner.protocols import INNER_CV, check_class_counts
 
 
 class AveragedCalibrator(Calibrator):
@@ -73,7 +73,7 @@ def select_and_fit(
     if len(points) == 1 and not average_inner_models:
         return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
     n_classes = logits.shape[1]
-    check_choice(inner_cv, "inner_cv", "protocol", ("stratified", "kfold"))
+    check_choice(inner_cv, "inner_cv", "protocol", INNER_CV)
     check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
     splitter = StratifiedKFold if inner_cv == "stratified" else KFold
     splits = list(splitter(inner_folds, shuffle=True, random_state=seed).split(logits, y))
