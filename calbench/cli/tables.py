@@ -7,6 +7,7 @@ import argparse
 import calbench.tables.write as service
 from calbench.errors import CalbenchError
 from calbench.plots.write import risk_curve_files
+from calbench.runner.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
 from calbench.tables.render import RENDERERS
 
 
@@ -15,12 +16,38 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--results-dir", default="results", help="default: results")
     parser.add_argument("--experiment", help="only this experiment's tables")
     parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="bootstrap intervals of every value from the stored predictions, and a mark (†) "
+        "on methods not distinguishable from their row's best (paired)",
+    )
+    parser.add_argument("--alpha", type=float, default=0.05, help="--ci level 1-alpha; 0.05")
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="--ci: 1000")
+    parser.add_argument("--interval", default="percentile", help="percentile (default) or bca")
+    parser.add_argument("--bootstrap-seed", type=int, default=0, help="--ci resamples' seed")
+    parser.add_argument(
+        "--no-stratify", action="store_true", help="--ci: resample ignoring the labels"
+    )
     args = parser.parse_args(argv)
+    intervals = None
+    if args.ci:
+        intervals = BootstrapSettings(
+            args.resamples,
+            args.bootstrap_seed,
+            not args.no_stratify,
+            args.alpha,
+            args.interval,
+        )
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(RENDERERS))
     if unknown:
         raise CalbenchError(f"Unknown table format(s) {unknown}; known: {sorted(RENDERERS)}.")
     for path in service.write_tables(
-        args.results_dir, args.experiment, formats, draw_curve=risk_curve_files
+        args.results_dir,
+        args.experiment,
+        formats,
+        draw_curve=risk_curve_files,
+        intervals=intervals,
     ):
         print(f"wrote {path}")

@@ -61,13 +61,8 @@ def average_loss_gap(
         p, labels = probs_and_labels(probs, y, "average_loss_gap")
     else:
         raise CalbenchError("average_loss_gap needs labels y or true_probs.")
-    check_choice(draws, "draws", "average_loss_gap", ("default_rng", "valk"))
+    losses = _random_losses(p.shape[1], n_losses, n_decisions, seed, draws)
     k = p.shape[1]
-    if draws == "valk":
-        flat = np.random.RandomState(seed).normal(0.0, 1.0, n_losses * n_decisions * k)
-        losses = flat.reshape(n_losses, n_decisions, k).transpose(0, 2, 1)
-    else:
-        losses = np.random.default_rng(seed).standard_normal((n_losses, k, n_decisions))
     chunks = [losses[s : s + _CHUNK] for s in range(0, n_losses, _CHUNK)]
     if n_decisions == 2:
         if target is None:  # the labels one-hot, once for every chunk
@@ -76,6 +71,39 @@ def average_loss_gap(
     else:
         gaps = [_gaps(p, chunk, labels, target) for chunk in chunks]
     return float(np.concatenate(gaps).mean())
+
+
+def _random_losses(k, n_losses, n_decisions, seed, draws) -> np.ndarray:
+    """The (n_losses, k, n_decisions) loss matrices `average_loss_gap` averages over."""
+    check_choice(draws, "draws", "average_loss_gap", ("default_rng", "valk"))
+    if draws == "valk":
+        flat = np.random.RandomState(seed).normal(0.0, 1.0, n_losses * n_decisions * k)
+        return flat.reshape(n_losses, n_decisions, k).transpose(0, 2, 1)
+    return np.random.default_rng(seed).standard_normal((n_losses, k, n_decisions))
+
+
+def loss_gap_terms(
+    probs, y=None, *, true_probs=None, n_losses=500, n_decisions=2, seed=0, draws="default_rng"
+) -> np.ndarray:
+    """Per sample and loss, the predicted minus the true loss of the Bayes decision:
+    (n_samples, n_losses), whose column means' absolute values `average_loss_gap`
+    averages (the bootstrap resamples its rows)."""
+    p = np.asarray(probs, dtype=np.float64)
+    target = None if true_probs is None else np.asarray(true_probs, dtype=np.float64)
+    losses = _random_losses(p.shape[1], n_losses, n_decisions, seed, draws)
+    terms = np.empty((len(p), n_losses))
+    for d in range(n_decisions):
+        costs = losses[:, :, d].T  # (k, n_losses)
+        predicted = p @ costs
+        true = target @ costs if target is not None else costs[np.asarray(y)]
+        if d == 0:
+            best = predicted
+            terms[:] = predicted - true
+        else:
+            better = predicted < best
+            best = np.where(better, predicted, best)
+            terms = np.where(better, predicted - true, terms)
+    return terms
 
 
 def _gaps(p, chunk, labels, target):

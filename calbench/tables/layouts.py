@@ -46,6 +46,15 @@ class RankedTable:
     underline_second: bool = False  # Hoki's and Gupta's tables underline the runner-up
     column_decimals: list[int] | None = None  # per column, where they differ
     stds: np.ndarray | None = None  # shown as "mean ± std" where given (Ho's tables)
+    #: Per value, where it came from, for its interval (`calbench.tables.intervals`):
+    #: (metric, the stored cells' hashes, the scale it is shown at), None where it is no
+    #: metric of stored predictions (an info column, fit seconds, a rank).
+    sources: list[list[tuple | None]] | None = None
+    #: Filled by `calbench.tables.intervals.add_intervals` (``calbench tables --ci``).
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
+    tied_with_best: np.ndarray | None = None  # paired interval of the difference holds 0
+    interval_note: str = ""
 
 
 def _mean_over_folds(rows: pd.DataFrame, index: str) -> pd.DataFrame:
@@ -78,7 +87,8 @@ def _ranks(values, columns, unranked, directions, decimals):
 
 
 def _grid(spec, rows, index: str, row_keys, kind: str):
-    """Mean over folds as a (present rows x present columns) array, and what is missing."""
+    """Mean over folds as a (present rows x present columns) array, what is missing, and
+    the stored cells behind each value (hashes, as a tuple)."""
     table = _mean_over_folds(rows, index)
     missing: list[str] = []
     columns = _present_columns(spec, set(table.columns), missing)
@@ -86,14 +96,29 @@ def _grid(spec, rows, index: str, row_keys, kind: str):
     present = [r for r in row_keys if r in shown.index]
     missing += [f"{kind} {r}" for r in row_keys if r not in shown.index]
     values = shown.reindex(index=present).to_numpy(dtype=np.float64)
-    return columns, present, values, missing
+    if "config_hash" not in rows:  # rows not read from a store: no cells to resample
+        return columns, present, values, missing, None
+    cells = rows.groupby([index, "method"])["config_hash"].agg(lambda h: tuple(sorted(set(h))))
+    hashes = [[cells.get((r, m)) for m in columns] for r in present]
+    return columns, present, values, missing, hashes
+
+
+def _sources(hashes, metrics, scales):
+    """`RankedTable.sources` of a grid: row i's metric and scale, each value's cells."""
+    if hashes is None:
+        return None
+    return [
+        [None if h is None else (metrics[i], h, scales[i]) for h in row]
+        for i, row in enumerate(hashes)
+    ]
 
 
 def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     rows = rows[rows["dataset"] == spec["dataset"]]
-    columns, metrics, values, missing = _grid(spec, rows, "metric", spec["rows"], "metric")
+    columns, metrics, values, missing, hashes = _grid(spec, rows, "metric", spec["rows"], "metric")
     row_scale = spec.get("row_scale", {})  # e.g. ECE x 100 as in Valk Table 4
-    values = values * np.array([float(row_scale.get(m, 1.0)) for m in metrics])[:, None]
+    scales = [float(row_scale.get(m, 1.0)) for m in metrics]
+    values = values * np.array(scales)[:, None]
     ranks = _ranks(
         values,
         list(columns),
@@ -111,6 +136,7 @@ def metrics_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
         average_rows=[("", average_ranks(ranks))],
         decimals=spec["decimals"],
         missing=missing,
+        sources=_sources(hashes, metrics, scales),
     )
 
 
@@ -136,10 +162,15 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
         higher = False
     else:
         higher = direction(spec["metric"])
-    columns, datasets, values, missing = _grid(
+    columns, datasets, values, missing, hashes = _grid(
         spec, metric_rows, "dataset", spec["rows"], "dataset"
     )
-    values = values * float(spec.get("scale", 1.0))
+    scale = float(spec.get("scale", 1.0))
+    values = values * scale
+    sources = None
+    if spec.get("value") != "fit_seconds":  # seconds are no metric of the predictions
+        n = len(datasets)
+        sources = _sources(hashes, [spec["metric"]] * n, [scale] * n)
     ranks = _ranks(
         values,
         list(columns),
@@ -176,6 +207,7 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
         show_ranks=spec.get("show_ranks", True),
         underline_second=spec.get("underline_second", False),
         column_decimals=info_decimals + [spec["decimals"]] * len(columns) if info_labels else None,
+        sources=sources and [[None] * len(info_labels) + r for r in sources],
     )
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from calbench.tables.layouts import RankedTable
 
 
-def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None):
+def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None, tie_mark="†"):
     body = []
     decimals = table.column_decimals or [table.decimals] * len(table.columns)
     for i, (group, label) in enumerate(table.row_labels):
@@ -31,6 +31,11 @@ def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None):
                 text = best_fmt(text)
             elif rank == 2 and table.underline_second and second_fmt is not None:
                 text = second_fmt(text)
+            if table.lower is not None and not math.isnan(table.lower[i, j]):
+                low, high = table.lower[i, j], table.upper[i, j]
+                text += f" [{low:.{decimals[j]}f}, {high:.{decimals[j]}f}]"
+                if table.tied_with_best[i, j]:
+                    text += tie_mark
             if table.show_ranks and not math.isnan(rank):
                 text += rank_fmt(int(rank))
             cells.append(text)
@@ -49,7 +54,8 @@ def _group_label(groups, group, previous):
 def to_markdown(table: RankedTable) -> str:
     grouped = any(g for g, _ in table.row_labels)
     head = ([""] if grouped else []) + [""] + table.columns
-    lines = [f"**{table.title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    title = f"{table.title} {table.interval_note}".strip()
+    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     body = _cells(
         table, str, lambda t: f"**{t}**", lambda r: f"<sub>{r}</sub>", lambda t: f"<u>{t}</u>"
     )
@@ -78,6 +84,7 @@ def _latex_escape(text: str) -> str:
         ("%", r"\%"),
         ("_", r"\_"),
         ("#", r"\#"),
+        ("†", r"\textdagger{}"),
     ):
         text = text.replace(a, b)
     return text
@@ -90,7 +97,7 @@ def to_latex(table: RankedTable) -> str:
     lines = [
         r"\begin{table}[htbp]",
         r"\centering",
-        r"\caption{" + _latex_escape(table.title) + "}",
+        r"\caption{" + _latex_escape(f"{table.title} {table.interval_note}".strip()) + "}",
         r"\label{tab:" + table.name.replace("_", "-") + "}",
         r"\begin{tabular}{" + "l" * n_lead + "r" * len(table.columns) + "}",
         r"\toprule",
@@ -103,6 +110,7 @@ def to_latex(table: RankedTable) -> str:
         lambda t: rf"\textbf{{{t}}}",
         lambda r: rf"$_{{{r}}}$",
         lambda t: rf"\underline{{{t}}}",
+        tie_mark=r"$^\dagger$",
     )
     previous = None
     for idx, (group, label, cells) in enumerate(body):
@@ -140,6 +148,7 @@ def to_csv(table: RankedTable) -> str:
                     "value": table.values[i, j],
                     "std": table.stds[i, j] if table.stds is not None else float("nan"),
                     "rank": table.ranks[i, j],
+                    **_interval_record(table, i, j),
                 }
             )
     for group, averages in table.average_rows:
@@ -154,6 +163,16 @@ def to_csv(table: RankedTable) -> str:
                 }
             )
     return pd.DataFrame(records).to_csv(index=False)
+
+
+def _interval_record(table: RankedTable, i: int, j: int) -> dict:
+    if table.lower is None:
+        return {}
+    return {
+        "lower": table.lower[i, j],
+        "upper": table.upper[i, j],
+        "tied_with_best": bool(table.tied_with_best[i, j]),
+    }
 
 
 RENDERERS = {"md": to_markdown, "tex": to_latex, "csv": to_csv}

@@ -13,10 +13,12 @@ from calbench.atomic import atomic_write_text
 from calbench.conf_files import group_files, read_group
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
+from calbench.runner.bootstrap import BootstrapSettings
 from calbench.runner.store import ResultStore, superseded_cells
 from calbench.tables.catalogue import build_table
 from calbench.tables.curves import curve_frame
 from calbench.tables.generic import generic_specs
+from calbench.tables.intervals import add_intervals
 from calbench.tables.render import RENDERERS
 
 
@@ -47,11 +49,18 @@ def table_specs() -> dict[str, dict]:
 
 
 def write_tables(
-    results_dir, experiment=None, formats=("md", "tex", "csv"), echo=True, draw_curve=None
+    results_dir,
+    experiment=None,
+    formats=("md", "tex", "csv"),
+    echo=True,
+    draw_curve=None,
+    intervals: BootstrapSettings | None = None,
 ) -> list[Path]:
     """Every table of the experiments in the store (or of ``experiment`` alone): the paper
     layouts where an experiment has them, else the generic ranked layout
-    (`calbench.tables.generic`). Says what it built and what it skipped, with why."""
+    (`calbench.tables.generic`). Says what it built and what it skipped, with why. With
+    ``intervals``, each value gets its bootstrap interval and a mark where it cannot be
+    told from the row's best (`calbench.tables.intervals`)."""
     store = ResultStore(results_dir)
     rows = store.read(latest=False)
     old = superseded_cells(rows)
@@ -95,6 +104,9 @@ def write_tables(
                 built.append(spec["name"])
                 continue
             table = build_table(spec, part, higher_is_better)
+            if intervals is not None:
+                checksums = part.groupby("config_hash")["predictions_sha256"].first().to_dict()
+                table = add_intervals(table, store, checksums, intervals)
         except CalbenchError as exc:
             skipped.append(f"{spec['name']}: {exc}")
             continue

@@ -1,0 +1,452 @@
+"""How sure is a stored number: bootstrap distributions of a cell's metrics, from its stored
+test predictions (nothing is refitted).
+
+A resample draws each test point with replacement, within its label (``stratify``, the
+default: every resample keeps the test set's class counts) or over the whole set (as
+`scipy.stats.bootstrap` draws: ``rng.integers(0, n, (B, n))``). The indices of a fold are
+seeded by the run's bootstrap seed and the fold's labels, so every method scored on the same
+test points gets the same resamples: their differences are paired, and the interval of a
+difference is narrower than the two intervals suggest.
+
+For a fold-based protocol, each outer fold is resampled on its own and the statistic of a
+resample is the mean over folds of the metric: the distribution is that of the fold mean,
+which is what the tables print.
+
+Three ways to a resample's value, each checked on the fold itself before it is used:
+metrics that are a mean of per-sample terms (`PER_SAMPLE`: log-loss, Brier, accuracy, the
+risks, true confidence CE) are their terms' means (one gather per resample); KS, fixed-bin
+confidence ECE and MCE, the average loss gap and the confidence variance are computed for
+all resamples at once (`VECTORISED`); every other metric is computed afresh on each
+resample (`calbench.runner.predictions.FoldPredictions.scores`: a prior shift's correction
+and weights included). Percentile intervals by default; BCa (Efron and Tibshirani 14.3)
+for the per-sample metrics, whose jackknife is closed-form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from calbench.atomic import atomic_save_npz
+from calbench.decision.risk import bayes_decisions
+from calbench.errors import CalbenchError
+from calbench.metrics.bayes_risk import loss_gap_terms
+from calbench.metrics.binned import bin_indices, top_label
+from calbench.metrics.ks import ks_scores
+from calbench.runner.predictions import FoldPredictions
+from calbench.simplex import TINY
+
+DEFAULT_RESAMPLES = 1000
+INTERVALS = ("percentile", "bca")
+
+
+def resample_indices(
+    y: np.ndarray, n_resamples: int, rng: np.random.Generator, stratify: bool = True
+) -> np.ndarray:
+    """(n_resamples, n) indices into ``y``: with ``stratify``, position i draws among the
+    points of label ``y[i]``, so each resample keeps the class counts."""
+    n = len(y)
+    if not stratify:
+        return rng.integers(0, n, (n_resamples, n))
+    indices = np.empty((n_resamples, n), dtype=np.intp)
+    for label in np.unique(y):
+        members = np.flatnonzero(y == label)
+        indices[:, members] = members[rng.integers(0, len(members), (n_resamples, len(members)))]
+    return indices
+
+
+def fold_rng(seed: int, y: np.ndarray) -> np.random.Generator:
+    """The generator of a fold's resamples: the bootstrap seed and the fold's labels, so
+    that every method scored on these labels is resampled alike."""
+    digest = hashlib.sha256(np.ascontiguousarray(y, dtype=np.int64).tobytes()).digest()
+    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+
+
+def _log_loss_terms(fold, clip=None):
+    probs, y = fold.probs, fold.y
+    rows = np.arange(len(y))
+    if clip is None:
+        return -np.log(np.clip(probs[rows, y], TINY, None))
+    q = np.clip(probs, clip, 1 - clip)
+    return -np.log(q[rows, y] / q.sum(axis=1))
+
+
+def _brier_terms(fold):
+    probs, y = fold.probs, fold.y
+    return (probs**2).sum(axis=1) - 2 * probs[np.arange(len(y)), y] + 1
+
+
+def _accuracy_terms(fold):
+    return (fold.probs.argmax(axis=1) == fold.y).astype(np.float64)
+
+
+def _top1_brier_terms(fold):
+    confidence = fold.probs.max(axis=1)
+    return (confidence - (fold.probs.argmax(axis=1) == fold.y)) ** 2
+
+
+def _empirical_risk_terms(fold, reduction="mean"):
+    if reduction != "mean":
+        return None
+    return fold.loss[fold.y, bayes_decisions(fold.probs, fold.loss)]
+
+
+def _model_risk_terms(fold, reduction="mean"):
+    return (fold.probs @ fold.loss).min(axis=1) if reduction == "mean" else None
+
+
+def _risk_gap_terms(fold):
+    return _model_risk_terms(fold) - _empirical_risk_terms(fold)
+
+
+def _argmax_changed_terms(fold):
+    return (fold.probs.argmax(axis=1) != fold.uncalibrated.argmax(axis=1)).astype(np.float64)
+
+
+def _true_confidence_ce_terms(fold, alpha=1):
+    if fold.true_probs is None or alpha != 1:
+        return None
+    rows, top = np.arange(len(fold.y)), fold.probs.argmax(axis=1)
+    return np.abs(fold.probs[rows, top] - fold.true_probs[rows, top])
+
+
+#: Metric function -> (its per-sample terms on a fold, or None where its options make it
+#: no mean; the statistic of their mean). The statistic of the mean is checked against the
+#: metric on each fold before it is used.
+PER_SAMPLE = {
+    "log_loss": (_log_loss_terms, None),
+    "brier": (_brier_terms, None),
+    "accuracy": (_accuracy_terms, None),
+    "top1_brier": (_top1_brier_terms, None),
+    "empirical_risk": (_empirical_risk_terms, None),
+    "model_risk": (_model_risk_terms, None),
+    "risk_gap": (_risk_gap_terms, np.abs),  # |model risk - empirical risk|
+    "argmax_changed": (_argmax_changed_terms, None),
+    "true_confidence_ce": (_true_confidence_ce_terms, None),
+}
+
+
+def _terms(fold: FoldPredictions, name: str, options: dict):
+    """(per-sample terms, statistic of their mean) of metric ``name`` on ``fold``, where
+    they reproduce it and no prior shift reweights it; else None."""
+    options = dict(options or {})
+    function = options.pop("fn", name)
+    if function not in PER_SAMPLE or fold.prior_train is not None:
+        return None
+    make_terms, statistic = PER_SAMPLE[function]
+    terms = make_terms(fold, **options)
+    if terms is None:
+        return None
+    statistic = statistic or (lambda mean: mean)
+    value = fold.scores({name: {"fn": function, **options}})[name]
+    return (terms, statistic) if np.isclose(statistic(terms.mean()), value, 1e-10, 1e-12) else None
+
+
+#: Resamples handled at once by the vectorised metrics: (chunk, n) arrays stay small.
+_CHUNK = 64
+
+
+def _chunks(indices):
+    for start in range(0, len(indices), _CHUNK):
+        yield indices[start : start + _CHUNK]
+
+
+def _ks_replicates(fold, indices, mode="top", r=1):
+    """Gupta's KS error on every resample at once: a resample sorted by score is its
+    points' ranks sorted, so the scores are sorted once."""
+    scores, outcomes = ks_scores(fold.probs, fold.y, mode, r)
+    order = np.argsort(scores, kind="stable")
+    rank = np.empty(len(order), dtype=np.intp)
+    rank[order] = np.arange(len(order))
+    gap = scores[order] - np.asarray(outcomes, dtype=np.float64)[order]
+    out = [
+        np.abs(np.cumsum(gap[np.sort(rank[part], axis=1)], axis=1)).max(axis=1)
+        for part in _chunks(indices)
+    ]
+    return np.concatenate(out) / indices.shape[1]
+
+
+def _binned_replicates(statistic):
+    """Confidence ECE or MCE on every resample at once, where a point's bin is its own
+    (equal-width or Kull's digitize edges; equal-size bins move with the resample)."""
+
+    def replicates(fold, indices, n_bins=15, binning="equal_width", alpha=1):
+        if binning not in ("equal_width", "digitize"):
+            return None
+        scores, outcomes = top_label(fold.probs, fold.y)
+        bins = bin_indices(scores, n_bins, binning)
+        slots = max(n_bins, int(bins.max()) + 1)
+        out = []
+        for part in _chunks(indices):
+            # Resample b's bins are slots b * slots ... (b + 1) * slots - 1 of one bincount.
+            flat = (bins[part] + slots * np.arange(len(part))[:, None]).ravel()
+            shape, size = (len(part), slots), slots * len(part)
+            counts = np.bincount(flat, minlength=size).reshape(shape).astype(np.float64)
+            weights = (outcomes - scores)[part].ravel()
+            gap = np.bincount(flat, weights=weights, minlength=size).reshape(shape)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean_gap = np.abs(gap / counts)
+            out.append(statistic(counts, mean_gap, alpha))
+        return np.concatenate(out)
+
+    return replicates
+
+
+def _ece(counts, mean_gap, alpha):
+    weighted = np.where(counts > 0, counts * np.nan_to_num(mean_gap) ** alpha, 0.0)
+    return (weighted.sum(axis=1) / counts.sum(axis=1)) ** (1.0 / alpha)
+
+
+def _mce(counts, mean_gap, alpha):  # noqa: ARG001 (MCE has no order)
+    return np.where(counts > 0, mean_gap, -np.inf).max(axis=1)
+
+
+def _loss_gap_replicates(fold, indices, **options):
+    """Valk's average loss gap on every resample: each loss's gap is the absolute mean of
+    per-sample terms, so a resample's gaps are its counts times the terms (one matrix
+    product per chunk of resamples)."""
+    terms = loss_gap_terms(fold.probs, fold.y, true_probs=fold.true_probs, **options)
+    n, out = indices.shape[1], []
+    for part in _chunks(indices):
+        counts = np.zeros((len(part), len(fold.y)))
+        np.add.at(counts, (np.arange(len(part))[:, None], part), 1.0)
+        out.append(np.abs(counts @ terms / n).mean(axis=1))
+    return np.concatenate(out)
+
+
+#: Metric function -> its value on every resample of a fold at once (None where its options
+#: are not covered); checked against the metric on the fold itself before it is used.
+VECTORISED = {
+    "ks_error": _ks_replicates,
+    "confidence_ece": _binned_replicates(_ece),
+    "mce": _binned_replicates(_mce),
+    "average_loss_gap": _loss_gap_replicates,
+    "confidence_variance": lambda fold, indices: fold.probs.max(axis=1)[indices].var(axis=1),
+}
+
+
+def _vectorised(fold: FoldPredictions, name: str, options: dict):
+    """A function of the resample indices giving metric ``name`` on each, or None."""
+    options = dict(options or {})
+    function = options.pop("fn", name)
+    if function not in VECTORISED or fold.prior_train is not None:
+        return None
+    whole = np.arange(len(fold.y))[None, :]
+    value = VECTORISED[function](fold, whole, **options)
+    if value is None:
+        return None
+    expected = fold.scores({name: {"fn": function, **options}})[name]
+    if not np.isclose(value[0], expected, rtol=1e-9, atol=1e-12):
+        return None
+    return lambda indices: VECTORISED[function](fold, indices, **options)
+
+
+def _subset(fold: FoldPredictions, index: np.ndarray) -> FoldPredictions:
+    def pick(array):
+        return None if array is None else array[index]
+
+    return replace(
+        fold,
+        y=fold.y[index],
+        probs=fold.probs[index],
+        uncalibrated=fold.uncalibrated[index],
+        true_probs=pick(fold.true_probs),
+    )
+
+
+@dataclass
+class Bootstrap:
+    """A cell's bootstrap: per metric, the fold-mean statistic on the data (``estimate``),
+    on each resample (``replicates``, shape (B,)), and where it is a mean of per-sample
+    terms, its leave-one-out values per fold (``jackknife``, for BCa)."""
+
+    estimate: dict[str, float]
+    replicates: dict[str, np.ndarray]
+    jackknife: dict[str, list[np.ndarray] | None]
+
+    def interval(self, metric: str, alpha: float = 0.05, method: str = "percentile"):
+        """(lower, upper) of ``metric`` at level 1 - ``alpha``."""
+        return interval(
+            self.replicates[metric], self.estimate[metric], alpha, method, self.jackknife[metric]
+        )
+
+
+def bootstrap_cell(
+    folds: list[FoldPredictions],
+    metrics: dict[str, dict],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    stratify: bool = True,
+) -> Bootstrap:
+    """The bootstrap of ``metrics`` (output name -> options, as a cell's config holds them)
+    over the stored ``folds`` of one cell."""
+    if n_resamples < 2:
+        raise CalbenchError(f"bootstrap resamples must be at least 2; got {n_resamples}.")
+    share = 1 / len(folds)  # the statistic is the mean over folds
+    estimate = dict.fromkeys(metrics, 0.0)
+    replicates = {m: np.zeros(n_resamples) for m in metrics}
+    left_out: dict[str, list | None] = {m: [] for m in metrics}
+    for fold in folds:
+        indices = resample_indices(fold.y, n_resamples, fold_rng(seed, fold.y), stratify)
+        rest = {}
+        for name, options in metrics.items():
+            found = _terms(fold, name, options)
+            if found is None:
+                left_out[name] = None
+                vectorised = _vectorised(fold, name, options)
+                if vectorised is None:
+                    rest[name] = options
+                    continue
+                estimate[name] += share * fold.scores({name: options})[name]
+                replicates[name] += share * vectorised(indices)
+                continue
+            terms, statistic = found
+            estimate[name] += share * statistic(terms.mean())
+            replicates[name] += share * statistic(terms[indices].mean(axis=1))
+            if left_out[name] is not None:  # this fold's statistic without each point
+                loo = statistic((terms.sum() - terms) / (len(terms) - 1))
+                left_out[name].append(share * (loo - statistic(terms.mean())))
+        if rest:
+            for name, value in fold.scores(rest).items():
+                estimate[name] += share * value
+            for b, index in enumerate(indices):
+                for name, value in _subset(fold, index).scores(rest).items():
+                    replicates[name][b] += share * value
+    # A point left out of one fold moves only that fold's share of the mean.
+    jackknife = {
+        m: None if parts is None else [estimate[m] + part for part in parts]
+        for m, parts in left_out.items()
+    }
+    return Bootstrap(estimate, replicates, jackknife)
+
+
+def interval(replicates, estimate, alpha=0.05, method="percentile", jackknife=None):
+    """The (lower, upper) bootstrap interval at level 1 - ``alpha``: the percentiles of
+    the ``replicates``, or BCa (``jackknife``: each sample's leave-one-out statistics, as
+    `scipy.stats.bootstrap` computes its acceleration; several samples for a fold mean)."""
+    if not 0 < alpha < 1:
+        raise CalbenchError(f"alpha must lie in (0, 1); got {alpha}.")
+    if method not in INTERVALS:
+        raise CalbenchError(f"interval method {method!r}: it is one of {', '.join(INTERVALS)}.")
+    levels = np.array([alpha / 2, 1 - alpha / 2])
+    if method == "bca":
+        if jackknife is None:
+            raise CalbenchError(
+                "BCa needs the jackknife of a mean of per-sample terms (log-loss, Brier, "
+                "accuracy, the risks); use the percentile interval for this metric."
+            )
+        levels = _bca_levels(np.asarray(replicates), estimate, levels, jackknife)
+    lower, upper = np.quantile(replicates, levels)
+    return float(lower), float(upper)
+
+
+def _bca_levels(replicates, estimate, levels, jackknife) -> np.ndarray:
+    """Efron and Tibshirani's (14.3, 15.4) adjusted levels, as scipy writes them."""
+    below = np.count_nonzero(replicates < estimate) + np.count_nonzero(replicates <= estimate)
+    z0 = ndtri(below / (2 * len(replicates)))
+    u = [(len(j) - 1) * (np.mean(j) - j) for j in jackknife]
+    numerator = sum(np.sum(ui**3) / len(ui) ** 3 for ui in u)
+    denominator = sum(np.sum(ui**2) / len(ui) ** 2 for ui in u)
+    acceleration = numerator / (6 * denominator**1.5) if denominator > 0 else 0.0
+    z = ndtri(levels[0]) * np.array([1.0, -1.0])  # scipy's z_alpha and -z_alpha
+    return ndtr(z0 + (z0 + z) / (1 - acceleration * (z0 + z)))
+
+
+@dataclass(frozen=True)
+class BootstrapSettings:
+    """How intervals are drawn: ``resamples`` (B), the seed of the resamples, stratified by
+    label or not, the level 1 - ``alpha`` and the interval ``method``."""
+
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = 0
+    stratify: bool = True
+    alpha: float = 0.05
+    method: str = "percentile"
+
+    def __post_init__(self):
+        if isinstance(self.resamples, bool) or int(self.resamples) < 2:
+            raise CalbenchError(f"bootstrap resamples must be at least 2; got {self.resamples}.")
+        if not 0 < self.alpha < 1:
+            raise CalbenchError(f"alpha must lie in (0, 1); got {self.alpha}.")
+        if self.method not in INTERVALS:
+            raise CalbenchError(
+                f"interval method {self.method!r}: it is one of {', '.join(INTERVALS)}."
+            )
+
+    def describe(self) -> str:
+        kind = "stratified " if self.stratify else ""
+        return (
+            f"{100 * (1 - self.alpha):g}% {kind}bootstrap interval of the fold mean "
+            f"({self.method}, B = {self.resamples}, seed {self.seed})"
+        )
+
+
+def stored_bootstrap(
+    store, cell_hash: str, sha256: str, metrics: list[str], settings: BootstrapSettings
+) -> Bootstrap:
+    """The bootstrap of a stored cell's ``metrics`` from its stored predictions (their
+    checksum ``sha256``, from its rows), kept under ``store/bootstrap/`` by that checksum (a
+    recomputed cell gets its own) and the settings: a second ``calbench tables --ci``
+    draws nothing."""
+    if not sha256:
+        raise CalbenchError(
+            f"cell {cell_hash} was stored without predictions, so it has no interval; "
+            "rerun it with force=true (predictions=auto) to store them."
+        )
+    strata = "strat" if settings.stratify else "plain"
+    name = f"{sha256[:16]}-B{settings.resamples}-s{settings.seed}-{strata}.npz"
+    path = store.root / "bootstrap" / name
+    cached = _read_cache(path)
+    wanted = [m for m in metrics if m not in cached.estimate]
+    if wanted:
+        config = store.config(cell_hash)
+        options = {**(config.get("metrics") or {}), **(config.get("rescored") or {})}
+        unknown = [m for m in wanted if m not in options]
+        if unknown:
+            raise CalbenchError(
+                f"cell {cell_hash}: no stored options for metric(s) {unknown}; its config "
+                "names the metrics it was scored with."
+            )
+        fresh = bootstrap_cell(
+            store.predictions(cell_hash, sha256),
+            {m: options[m] or {} for m in wanted},
+            settings.resamples,
+            settings.seed,
+            settings.stratify,
+        )
+        cached.estimate.update(fresh.estimate)
+        cached.replicates.update(fresh.replicates)
+        cached.jackknife.update(fresh.jackknife)
+        _write_cache(path, cached)
+    return cached
+
+
+def _read_cache(path) -> Bootstrap:
+    boot = Bootstrap({}, {}, {})
+    if not path.is_file():
+        return boot
+    with np.load(path) as stored:
+        for key in stored.files:
+            kind, metric, *fold = key.split("/")
+            if kind == "estimate":
+                boot.estimate[metric] = float(stored[key])
+            elif kind == "replicates":
+                boot.replicates[metric] = stored[key]
+            elif kind == "jackknife":
+                boot.jackknife.setdefault(metric, []).append(stored[key])
+    for metric in boot.estimate:
+        boot.jackknife.setdefault(metric, None)
+    return boot
+
+
+def _write_cache(path, boot: Bootstrap) -> None:
+    arrays = {}
+    for metric, value in boot.estimate.items():
+        arrays[f"estimate/{metric}"] = np.array(value)
+        arrays[f"replicates/{metric}"] = boot.replicates[metric]
+        for i, part in enumerate(boot.jackknife[metric] or []):
+            arrays[f"jackknife/{metric}/{i}"] = part
+    atomic_save_npz(path, **arrays)

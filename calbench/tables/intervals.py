@@ -1,0 +1,81 @@
+"""Intervals and paired marks for a ranked table (``calbench tables --ci``).
+
+Each value whose layout names its source (`RankedTable.sources`: a metric of stored cells)
+gets the bootstrap interval of the fold mean (`calbench.runner.bootstrap`), from the stored
+test predictions. Within a row, every ranked method is compared with the row's best on the
+same resamples (methods on the same test points are resampled alike): where the interval of
+their difference holds 0, the method is marked as not distinguishable from the best, which
+is what the papers' bold face would mean if it were tested. A value drawn from several cells
+(seeds of a procedure) takes the mean of their replicates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from calbench.runner.bootstrap import BootstrapSettings, interval, stored_bootstrap
+from calbench.tables.layouts import RankedTable
+
+
+class _Replicates:
+    """Bootstraps of the store's cells, drawn once per cell and metric set."""
+
+    def __init__(self, store, checksums: dict[str, str], settings: BootstrapSettings):
+        self.store, self.checksums, self.settings = store, checksums, settings
+
+    def of(self, source):
+        """(estimate, replicates, jackknife) of a table value's source, at its scale."""
+        metric, hashes, scale = source
+        boots = [
+            stored_bootstrap(self.store, h, self.checksums[h], [metric], self.settings)
+            for h in hashes
+        ]
+        estimate = scale * np.mean([b.estimate[metric] for b in boots])
+        replicates = scale * np.mean([b.replicates[metric] for b in boots], axis=0)
+        jackknife = boots[0].jackknife[metric] if len(boots) == 1 else None
+        if jackknife is not None:
+            jackknife = [scale * part for part in jackknife]
+        return estimate, replicates, jackknife
+
+
+def add_intervals(
+    table: RankedTable, store, checksums: dict[str, str], settings: BootstrapSettings
+) -> RankedTable:
+    """``table`` with `RankedTable.lower`, ``upper`` and ``tied_with_best`` filled where
+    its values have sources (``checksums``: each stored cell's predictions checksum)."""
+    shape = table.values.shape
+    table.lower, table.upper = np.full(shape, np.nan), np.full(shape, np.nan)
+    table.tied_with_best = np.zeros(shape, dtype=bool)
+    if table.sources is None:
+        table.interval_note = "No intervals: this layout's values are not metrics of cells."
+        return table
+    draws = _Replicates(store, checksums, settings)
+    level = f"{100 * (1 - settings.alpha):g}%"
+    for i, row in enumerate(table.sources):
+        replicates = {}
+        for j, source in enumerate(row):
+            if source is None:
+                continue
+            estimate, replicates[j], jackknife = draws.of(source)
+            method = settings.method if jackknife is not None else "percentile"
+            table.lower[i, j], table.upper[i, j] = interval(
+                replicates[j], estimate, settings.alpha, method, jackknife
+            )
+        best = [j for j in replicates if table.ranks[i, j] == 1]
+        if not best:
+            continue
+        for j in replicates:
+            if j == best[0] or math.isnan(table.ranks[i, j]):
+                continue
+            difference = replicates[j] - replicates[best[0]]
+            low, high = np.quantile(difference, [settings.alpha / 2, 1 - settings.alpha / 2])
+            table.tied_with_best[i, j] = low <= 0 <= high
+    bca = " (BCa for means of per-sample terms, e.g. log-loss; percentile for the others)"
+    table.interval_note = (
+        f"Brackets: {settings.describe()}{bca if settings.method == 'bca' else ''}; "
+        "† not distinguishable from the row's best "
+        f"(paired bootstrap of the difference, {level} percentile interval holds 0)."
+    )
+    return table

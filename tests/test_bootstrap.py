@@ -1,0 +1,169 @@
+"""Bootstrap intervals of stored cells (`calbench.runner.bootstrap`) and the tables' marks."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from calbench.conf_files import metric_sets
+from calbench.data.synthetic import SyntheticTrueMap, sample_labels
+from calbench.errors import CalbenchError
+from calbench.runner import bootstrap
+from calbench.runner.bootstrap import (
+    BootstrapSettings,
+    bootstrap_cell,
+    interval,
+    resample_indices,
+)
+from calbench.runner.predictions import FoldPredictions
+from calbench.simplex import softmax
+
+
+def _fold(rng, n=1500, k=6, index=0, shift=2.0):
+    z = 2.5 * rng.normal(size=(n, k))
+    y = rng.integers(0, k, n)
+    z[np.arange(n), y] += shift
+    probs = softmax(z)
+    return FoldPredictions(
+        index, y, probs, softmax(0.7 * z), 1 - np.eye(k), true_probs=softmax(0.8 * z)
+    )
+
+
+@pytest.mark.parametrize("method", ["percentile", "BCa"])
+def test_the_interval_of_a_mean_equals_scipy_bootstrap_on_the_same_draws(rng, monkeypatch, method):
+    fold = _fold(rng)
+    terms = -np.log(fold.probs[np.arange(len(fold.y)), fold.y])
+    # scipy draws rng.integers(0, n, (B, n)) from the generator it is given: so do we,
+    # unstratified, when the fold's generator is that one.
+    monkeypatch.setattr(bootstrap, "fold_rng", lambda seed, y: np.random.default_rng(11))
+    boot = bootstrap_cell([fold], {"log_loss": {}}, 999, stratify=False)
+    reference = stats.bootstrap(
+        (terms,), np.mean, n_resamples=999, method=method, rng=np.random.default_rng(11)
+    )
+    got = boot.interval("log_loss", 0.05, method.lower())
+    np.testing.assert_allclose(got, tuple(reference.confidence_interval), rtol=1e-13)
+    assert boot.estimate["log_loss"] == pytest.approx(terms.mean(), rel=1e-13)
+
+
+def test_stratified_resamples_keep_the_class_counts(rng):
+    y = rng.integers(0, 4, 300)
+    indices = resample_indices(y, 50, np.random.default_rng(0))
+    assert (y[indices] == y[None, :]).all()  # position i draws among its own label
+    assert len(np.unique(indices)) > 250  # and does resample
+
+
+def test_methods_on_the_same_test_points_get_the_same_resamples(rng):
+    fold = _fold(rng)
+    other = FoldPredictions(0, fold.y, fold.uncalibrated, fold.uncalibrated, fold.loss)
+    a = bootstrap_cell([fold], {"accuracy": {}}, 200)
+    b = bootstrap_cell([other], {"accuracy": {}}, 200)
+    # Same argmax, same labels, same resamples: the paired difference is exactly 0.
+    np.testing.assert_array_equal(a.replicates["accuracy"], b.replicates["accuracy"])
+
+
+def test_fast_paths_equal_the_metric_recomputed_on_each_resample(rng):
+    """Per-sample means and the vectorised KS / binned ECE give what each metric function
+    gives on the resampled predictions (the general path), resample by resample."""
+    fold = _fold(rng)
+    metrics = metric_sets()["default"]
+    names = [*bootstrap.PER_SAMPLE, *bootstrap.VECTORISED]
+    boot = bootstrap_cell([fold], {m: metrics[m] for m in names}, 30, seed=4)
+    indices = resample_indices(fold.y, 30, bootstrap.fold_rng(4, fold.y))
+    for name in names:
+        expected = [bootstrap._subset(fold, i).scores({name: metrics[name]})[name] for i in indices]
+        np.testing.assert_allclose(boot.replicates[name], expected, rtol=1e-12, atol=1e-14)
+
+
+def test_a_fold_mean_is_resampled_fold_by_fold(rng):
+    folds = [_fold(rng, n=400, index=i) for i in range(3)]
+    boot = bootstrap_cell(folds, {"brier": {}, "classwise_ece": {}}, 40, seed=2)
+    for name in ("brier", "classwise_ece"):
+        per_fold = [
+            [bootstrap._subset(f, i).scores({name: {}})[name] for i in _indices(f, 40, 2)]
+            for f in folds
+        ]
+        np.testing.assert_allclose(boot.replicates[name], np.mean(per_fold, axis=0), rtol=1e-12)
+        assert boot.estimate[name] == pytest.approx(
+            np.mean([f.scores({name: {}})[name] for f in folds])
+        )
+
+
+def _indices(fold, n, seed):
+    return resample_indices(fold.y, n, bootstrap.fold_rng(seed, fold.y))
+
+
+def test_intervals_cover_the_true_value_about_95_percent_of_the_time():
+    """Valk's synthetic set knows its true calibration map: the uncalibrated predictions'
+    population Brier score and true confidence CE (0.080) are known. 200 test sets of 1000
+    points each: their 95% intervals must hold them about 95% of the time."""
+    true_map = SyntheticTrueMap()
+    big = np.random.default_rng(0).dirichlet([0.5] * 3, size=2_000_000)
+    q = true_map(big)
+    top = big.argmax(axis=1)
+    rows = np.arange(len(big))
+    truth = {
+        "brier": float(((big**2).sum(axis=1) - 2 * (big * q).sum(axis=1) + 1).mean()),
+        "true_confidence_ce": float(np.abs(big[rows, top] - q[rows, top]).mean()),
+    }
+    assert truth["true_confidence_ce"] == pytest.approx(0.080, abs=0.001)
+    covered = dict.fromkeys(truth, 0)
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        probs = rng.dirichlet([0.5] * 3, size=1000)
+        y = sample_labels(true_map(probs), rng)
+        fold = FoldPredictions(0, y, probs, probs, 1 - np.eye(3), true_probs=true_map(probs))
+        boot = bootstrap_cell([fold], {m: {} for m in truth}, 1000, seed=int(rng.integers(1e9)))
+        for metric, value in truth.items():
+            low, high = boot.interval(metric)
+            covered[metric] += low <= value <= high
+    for metric, hits in covered.items():
+        assert 0.90 <= hits / 200 <= 0.99, (metric, hits)
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(CalbenchError, match="at least 2"):
+        BootstrapSettings(resamples=1)
+    with pytest.raises(CalbenchError, match=r"alpha must lie in \(0, 1\)"):
+        BootstrapSettings(alpha=1.5)
+    with pytest.raises(CalbenchError, match="percentile, bca"):
+        BootstrapSettings(method="student")
+    with pytest.raises(CalbenchError, match="BCa needs"):
+        interval(np.arange(10.0), 4.5, method="bca")
+
+
+def test_tables_with_ci_show_each_cells_interval_and_mark_the_ties(tmp_path):
+    import pandas as pd
+
+    from calbench.runner.job import run_job
+    from calbench.runner.store import ResultStore
+    from calbench.tables.write import write_tables
+    from tests.test_runner import plan
+
+    for method in ("ts", "vs", "dir_l2"):
+        run_job(plan(f"method={method}", "dataset.n_test=1500", f"results_dir={tmp_path}"))
+    settings = BootstrapSettings(resamples=300, seed=3)
+    write_tables(tmp_path, formats=("md", "csv"), echo=False, intervals=settings)
+    table = pd.read_csv(tmp_path / "tables" / "default_log_loss.csv").dropna(subset=["lower"])
+    assert set(table["column"]) == {"ts", "vs", "dir_l2"}
+    # Reference: each cell's bootstrap drawn here, and the paired difference to the best.
+    store = ResultStore(tmp_path)
+    rows = store.read()
+    boots = {}
+    for method, cell in rows[rows["metric"] == "log_loss"].groupby("method"):
+        h, sha = cell["config_hash"].iat[0], cell["predictions_sha256"].iat[0]
+        boots[method] = bootstrap_cell(store.predictions(h, sha), {"log_loss": {}}, 300, seed=3)
+    best = min(boots, key=lambda m: boots[m].estimate["log_loss"])
+    for _, record in table.iterrows():
+        boot = boots[record["column"]]
+        assert (record["lower"], record["upper"]) == pytest.approx(boot.interval("log_loss"))
+        difference = boot.replicates["log_loss"] - boots[best].replicates["log_loss"]
+        low, high = np.quantile(difference, [0.025, 0.975])
+        expected = record["column"] != best and low <= 0 <= high
+        assert record["tied_with_best"] == expected
+    markdown = (tmp_path / "tables" / "default_log_loss.md").read_text()
+    assert "95% stratified bootstrap interval of the fold mean" in markdown and " [" in markdown
+    cached = sorted((tmp_path / "store" / "bootstrap").iterdir())
+    assert len(cached) == 3  # one file per cell; a second call draws nothing new
+    write_tables(tmp_path, formats=("csv",), echo=False, intervals=settings)
+    assert sorted((tmp_path / "store" / "bootstrap").iterdir()) == cached
+    again = pd.read_csv(tmp_path / "tables" / "default_log_loss.csv").dropna(subset=["lower"])
+    pd.testing.assert_frame_equal(again, table)
