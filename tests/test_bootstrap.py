@@ -119,6 +119,14 @@ def test_intervals_cover_the_true_value_about_95_percent_of_the_time():
         assert 0.90 <= hits / 200 <= 0.99, (metric, hits)
 
 
+def test_the_recentred_interval_is_the_replicates_spread_around_the_estimate(rng):
+    replicates = 0.3 + rng.gamma(2.0, 0.01, 500)  # biased upwards, as binned errors are
+    got = interval(replicates, 0.3, 0.1, "recentred")
+    shifted = replicates - replicates.mean() + 0.3
+    np.testing.assert_allclose(got, np.quantile(shifted, [0.05, 0.95]), rtol=1e-14)
+    assert got[0] < 0.3 < got[1] and interval(replicates, 0.3, 0.1)[0] > got[0]
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(CalbenchError, match="at least 2"):
         BootstrapSettings(resamples=1)
@@ -167,3 +175,35 @@ def test_tables_with_ci_show_each_cells_interval_and_mark_the_ties(tmp_path):
     assert sorted((tmp_path / "store" / "bootstrap").iterdir()) == cached
     again = pd.read_csv(tmp_path / "tables" / "default_log_loss.csv").dropna(subset=["lower"])
     pd.testing.assert_frame_equal(again, table)
+
+
+def test_cells_sharing_predictions_keep_their_own_metric_options(tmp_path):
+    """Equal predictions are stored once (uncal is the same in every preset), so two cells
+    may share a bootstrap cache file; a metric defined differently in each (Kull sums
+    classwise ECE over classes, Gupta averages) gets each cell's own interval."""
+    from calbench.runner.bootstrap import stored_bootstrap
+    from calbench.runner.job import run_job
+    from calbench.runner.store import ResultStore
+    from tests.test_runner import plan
+
+    common = ("method=ts", "dataset.n_test=800", f"results_dir={tmp_path}")
+    run_job(plan(*common))
+    run_job(plan(*common, "metrics.classwise_ece.n_bins=5"))
+    store = ResultStore(tmp_path)
+    cells = store.read().drop_duplicates("config_hash")
+    assert cells["predictions_sha256"].nunique() == 1 and len(cells) == 2
+    settings = BootstrapSettings(resamples=50)
+    for cell in cells.itertuples():
+        got = stored_bootstrap(
+            store, cell.config_hash, cell.predictions_sha256, ["classwise_ece"], settings
+        )
+        options = store.config(cell.config_hash)["metrics"]["classwise_ece"]
+        expected = bootstrap_cell(
+            store.predictions(cell.config_hash, cell.predictions_sha256),
+            {"classwise_ece": options},
+            50,
+        )
+        np.testing.assert_array_equal(
+            got.replicates["classwise_ece"], expected.replicates["classwise_ece"]
+        )
+    assert len(list((tmp_path / "store" / "bootstrap").iterdir())) == 1

@@ -330,6 +330,38 @@ def test_uncalibrated_and_ts_rows_of_each_paper(tmp_path, published_logits, pres
     assert set(ran["table"]) >= tables
     bad = ran[~ran["status"].isin(["equal", "within tolerance"])]
     assert bad.empty, bad.to_string()
+    if preset == "kull_deepnet":
+        _intervals_hold_the_equal_numbers(tmp_path, preset)
+
+
+def _intervals_hold_the_equal_numbers(results_dir, preset):
+    """`calbench reproduce --ci`: each number's interval is the recentred bootstrap of its
+    own cell (drawn again here), and a printed number equal to calbench's lies inside."""
+    from calbench.runner.bootstrap import BootstrapSettings, bootstrap_cell
+    from calbench.runner.store import ResultStore
+
+    settings = BootstrapSettings(resamples=200, seed=5, method="recentred")
+    report = compare(preset, results_dir, intervals=settings)
+    shown = report[report["interval"] != ""]
+    assert len(shown) == (report["status"] != "not run").sum() > 0
+    assert (shown.loc[shown["status"] == "equal", "inside"] == "yes").all()
+    store = ResultStore(results_dir)
+    rows = store.read(preset)
+    row = shown.iloc[0]
+    cell = rows[rows["config_hash"] == row["cells"].split(" ")[0]].iloc[0]
+    boot = bootstrap_cell(
+        store.predictions(cell["config_hash"], cell["predictions_sha256"]),
+        {row["metric"]: store.config(cell["config_hash"])["metrics"][row["metric"]]},
+        200,
+        seed=5,
+    )
+    low, high = boot.interval(row["metric"], method="recentred")
+    printed = published(preset).query(
+        "table == @row.table and dataset == @row.dataset and method == @row.method "
+        "and metric == @row.metric"
+    )
+    scale, places = float(printed["scale"].iloc[0]), decimals_of(row["published"]) + 1
+    assert row["interval"] == f"[{scale * low:.{places}f}, {scale * high:.{places}f}]"
 
 
 @pytest.mark.slow

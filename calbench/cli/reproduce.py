@@ -7,6 +7,7 @@ import argparse
 import calbench.reproduce.run as service
 from calbench.reproduce.overview import write_index
 from calbench.reproduce.published import presets
+from calbench.runner.bootstrap import BootstrapSettings
 
 
 def main(argv: list[str]) -> None:
@@ -35,6 +36,13 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="skip quietly (exit 0) when none of the preset's data sets is present",
     )
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="beside each number, the 95%% spread of calbench's estimate over resampled "
+        "test sets (bootstrap from the stored predictions, recentred on the estimate) and "
+        "whether the printed number lies in it",
+    )
     args = parser.parse_args(argv)
     run = False if args.no_run else ("if-present" if args.if_present else True)
     names = service.DEEP_NET_PRESETS if args.preset == "all" else (args.preset,)
@@ -48,6 +56,9 @@ def main(argv: list[str]) -> None:
             args.source_dir if name == names[0] else None,
             run=run,
             procedures=not args.no_procedures,
+            # A printed number is the same estimator on the same test set: compared with
+            # the spread of calbench's estimate, not with the population error's interval.
+            intervals=BootstrapSettings(method="recentred") if args.ci else None,
         )
         if done is None:
             continue

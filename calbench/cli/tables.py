@@ -24,7 +24,9 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("--alpha", type=float, default=0.05, help="--ci level 1-alpha; 0.05")
     parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="--ci: 1000")
-    parser.add_argument("--interval", default="percentile", help="percentile (default) or bca")
+    parser.add_argument(
+        "--interval", default="percentile", help="percentile (default), bca or recentred"
+    )
     parser.add_argument("--bootstrap-seed", type=int, default=0, help="--ci resamples' seed")
     parser.add_argument(
         "--no-stratify", action="store_true", help="--ci: resample ignoring the labels"

@@ -30,6 +30,7 @@ import pandas as pd
 
 from calbench.conf_files import load_yaml
 from calbench.reproduce.published import not_reproducible, published
+from calbench.runner.bootstrap import stored_bootstrap
 from calbench.runner.store import ResultStore
 
 STATUSES = ("equal", "within tolerance", "verified cause", "unexplained", "not run")
@@ -177,16 +178,19 @@ def _status(ours, printed, half_unit, tolerance, spread, scale) -> str:
     return "unexplained"
 
 
-def compare(preset: str, results_dir="results") -> pd.DataFrame:
-    """The report's rows for every published number of ``preset``."""
+def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
+    """The report's rows for every published number of ``preset``; with ``intervals``
+    (`calbench.runner.bootstrap.BootstrapSettings`) also calbench's bootstrap interval of
+    each number and whether the printed number lies in it (columns `INTERVAL_COLUMNS`)."""
     table = published(preset)
-    stored = ResultStore(results_dir).read(preset)
+    store = ResultStore(results_dir)
+    stored = store.read(preset)
     values = _calbench_values(stored)
     ranked = _average_ranks(sorted(set(table["spec"]) - {""}), stored)
     known = rules()
     procedures = {r.verify for r in known if r.verify}
     spreads = procedure_spreads(results_dir, preset, procedures) if procedures else {}
-    out = []
+    out, bounds = [], []
     for _, row in table.iterrows():
         cells = ""
         if row["spec"]:
@@ -235,7 +239,42 @@ def compare(preset: str, results_dir="results") -> pd.DataFrame:
                 cells,
             ]
         )
-    return pd.DataFrame(out, columns=REPORT_COLUMNS)
+        if intervals is not None:
+            bounds.append(_interval(store, stored, cells.split(" ")[0], row, intervals))
+    report = pd.DataFrame(out, columns=REPORT_COLUMNS)
+    if intervals is not None:
+        report[INTERVAL_COLUMNS] = pd.DataFrame(bounds, columns=INTERVAL_COLUMNS)
+    return report
+
+
+#: The columns a report with intervals adds: calbench's interval at the printed scale, and
+#: whether the printed number lies in it (its printed rounding allowed for).
+INTERVAL_COLUMNS = ["interval", "inside"]
+
+
+def _interval(store, stored, cell_hash, row, settings) -> list[str]:
+    """[interval, inside] of one published number ("" where it has no single cell)."""
+    if not cell_hash or row["spec"]:
+        return ["", ""]
+    sha256 = stored.loc[stored["config_hash"] == cell_hash, "predictions_sha256"].iat[0]
+    boot = stored_bootstrap(store, cell_hash, sha256, [row["metric"]], settings)
+    scale, decimals = float(row["scale"]), row["decimals"]
+    low, high = (scale * v for v in boot.interval(row["metric"], settings.alpha, settings.method))
+    half = 0.5 * 10.0**-decimals
+    inside = low - half <= row["printed"] <= high + half
+    return [f"[{low:.{decimals + 1}f}, {high:.{decimals + 1}f}]", "yes" if inside else "no"]
+
+
+def interval_summary(report: pd.DataFrame, settings) -> str:
+    """How many of the numbers that ran lie inside calbench's interval."""
+    ran = report[report["inside"] != ""]
+    held = int((ran["inside"] == "yes").sum())
+    differ = ran[ran["status"].isin(DIFFERS)]
+    return (
+        f"{held} of {len(ran)} published numbers lie inside calbench's {settings.describe()} "
+        f"(widened by half a printed unit); of the {len(differ)} that differ, "
+        f"{int((differ['inside'] == 'yes').sum())} lie inside it."
+    )
 
 
 def counts(report: pd.DataFrame) -> dict:
@@ -301,6 +340,12 @@ def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
         "of the stored cells the numbers came from (`store/HASH.csv|yaml`).",
         "",
     ]
+    if "inside" in report:
+        out[-1:-1] = [
+            "*interval*: calbench's bootstrap interval of the number, from the cell's stored "
+            "test predictions (the summary says which); *inside*: the printed number lies in "
+            "it, widened by half a printed unit.",
+        ]
     shown = report[report["status"] != "not run"].copy()
     # Long causes as numbered notes under the table, so the table stays readable.
     causes = [n for n in dict.fromkeys(shown["note"]) if n]

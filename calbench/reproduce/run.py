@@ -21,7 +21,7 @@ from pathlib import Path
 from calbench.atomic import atomic_write_text
 from calbench.conf_files import group_files, read_group, swept_values
 from calbench.errors import CalbenchError
-from calbench.reproduce.comparison import compare, render_markdown, summary
+from calbench.reproduce.comparison import compare, interval_summary, render_markdown, summary
 from calbench.reproduce.published import presets, published
 
 #: What ``calbench reproduce all`` runs: the deep-net papers (minutes). kull_uci trains 11
@@ -62,10 +62,17 @@ def run_preset(preset: str, datasets: list[str], data_dir, results_dir) -> None:
 
 
 def reproduce(
-    preset, data_dir="data", results_dir="results", source_dir=None, run=True, procedures=True
+    preset,
+    data_dir="data",
+    results_dir="results",
+    source_dir=None,
+    run=True,
+    procedures=True,
+    intervals=None,
 ):
     """Run (unless ``run`` is false) and compare; returns (report path, summary lines), or
-    None where none of the preset's data sets is present and ``run`` is "if-present"."""
+    None where none of the preset's data sets is present and ``run`` is "if-present".
+    With ``intervals`` (`BootstrapSettings`), each number gets calbench's interval."""
     from calbench.data.install import fetch, usable
 
     if preset not in presets():
@@ -98,8 +105,10 @@ def reproduce(
         usable_by_twin = [d for d in present if d in swept]
         if usable_by_twin:
             run_preset(twin, usable_by_twin, data_dir, results_dir)
-    report = compare(preset, results_dir)
+    report = compare(preset, results_dir, intervals)
     lines = summary(report)
+    if intervals is not None:
+        lines.append(interval_summary(report, intervals))
     if run:
         lines.append(
             f"Run time: {time.perf_counter() - start:.0f} s on {', '.join(present)} "

@@ -33,6 +33,7 @@ from scipy.special import ndtr, ndtri
 from calbench.atomic import atomic_save_npz
 from calbench.decision.risk import bayes_decisions
 from calbench.errors import CalbenchError
+from calbench.hashing import config_hash
 from calbench.metrics.bayes_risk import loss_gap_terms
 from calbench.metrics.binned import bin_indices, top_label
 from calbench.metrics.ks import ks_scores
@@ -40,7 +41,12 @@ from calbench.runner.predictions import FoldPredictions
 from calbench.simplex import TINY
 
 DEFAULT_RESAMPLES = 1000
-INTERVALS = ("percentile", "bca")
+#: percentile; bca (Efron-Tibshirani); recentred: the percentiles of the replicates shifted
+#: by their bias (mean - estimate), i.e. the spread the estimate itself would have over test
+#: sets of this size. Binned and KS errors grow under resampling (a sum of absolute gaps),
+#: so their percentile interval can lie wholly above the estimate; the recentred one is what
+#: a published number from the same estimator is compared with.
+INTERVALS = ("percentile", "bca", "recentred")
 
 
 def resample_indices(
@@ -324,9 +330,10 @@ def bootstrap_cell(
 
 
 def interval(replicates, estimate, alpha=0.05, method="percentile", jackknife=None):
-    """The (lower, upper) bootstrap interval at level 1 - ``alpha``: the percentiles of
-    the ``replicates``, or BCa (``jackknife``: each sample's leave-one-out statistics, as
-    `scipy.stats.bootstrap` computes its acceleration; several samples for a fold mean)."""
+    """The (lower, upper) bootstrap interval at level 1 - ``alpha`` (`INTERVALS`): the
+    percentiles of the ``replicates``, those percentiles recentred on the ``estimate``, or
+    BCa (``jackknife``: each sample's leave-one-out statistics, as `scipy.stats.bootstrap`
+    computes its acceleration; several samples for a fold mean)."""
     if not 0 < alpha < 1:
         raise CalbenchError(f"alpha must lie in (0, 1); got {alpha}.")
     if method not in INTERVALS:
@@ -339,6 +346,8 @@ def interval(replicates, estimate, alpha=0.05, method="percentile", jackknife=No
                 "accuracy, the risks); use the percentile interval for this metric."
             )
         levels = _bca_levels(np.asarray(replicates), estimate, levels, jackknife)
+    if method == "recentred":
+        replicates = np.asarray(replicates) - (np.mean(replicates) - estimate)
     lower, upper = np.quantile(replicates, levels)
     return float(lower), float(upper)
 
@@ -396,23 +405,27 @@ def stored_bootstrap(
             f"cell {cell_hash} was stored without predictions, so it has no interval; "
             "rerun it with force=true (predictions=auto) to store them."
         )
+    config = store.config(cell_hash)
+    options = {**(config.get("metrics") or {}), **(config.get("rescored") or {})}
+    unknown = [m for m in metrics if m not in options]
+    if unknown:
+        raise CalbenchError(
+            f"cell {cell_hash}: no stored options for metric(s) {unknown}; its config "
+            "names the metrics it was scored with."
+        )
+    # Equal predictions are stored once (uncal is the same in every preset), but a metric's
+    # options differ between presets (Kull sums classwise ECE over classes, others average):
+    # the cache keys each metric by its options too.
+    keys = {m: f"{m}@{config_hash(options[m] or {})[:12]}" for m in metrics}
     strata = "strat" if settings.stratify else "plain"
     name = f"{sha256[:16]}-B{settings.resamples}-s{settings.seed}-{strata}.npz"
     path = store.root / "bootstrap" / name
     cached = _read_cache(path)
-    wanted = [m for m in metrics if m not in cached.estimate]
+    wanted = [m for m in metrics if keys[m] not in cached.estimate]
     if wanted:
-        config = store.config(cell_hash)
-        options = {**(config.get("metrics") or {}), **(config.get("rescored") or {})}
-        unknown = [m for m in wanted if m not in options]
-        if unknown:
-            raise CalbenchError(
-                f"cell {cell_hash}: no stored options for metric(s) {unknown}; its config "
-                "names the metrics it was scored with."
-            )
         fresh = bootstrap_cell(
             store.predictions(cell_hash, sha256),
-            {m: options[m] or {} for m in wanted},
+            {keys[m]: {"fn": m, **(options[m] or {})} for m in wanted},
             settings.resamples,
             settings.seed,
             settings.stratify,
@@ -421,7 +434,8 @@ def stored_bootstrap(
         cached.replicates.update(fresh.replicates)
         cached.jackknife.update(fresh.jackknife)
         _write_cache(path, cached)
-    return cached
+    parts = (cached.estimate, cached.replicates, cached.jackknife)
+    return Bootstrap(*({m: part[keys[m]] for m in metrics} for part in parts))
 
 
 def _read_cache(path) -> Bootstrap:
