@@ -35,6 +35,7 @@ def test_the_interval_of_a_mean_equals_scipy_bootstrap_on_the_same_draws(rng, mo
     # scipy draws rng.integers(0, n, (B, n)) from the generator it is given: so do we,
     # unstratified, when the fold's generator is that one.
     monkeypatch.setattr(bootstrap, "fold_rng", lambda seed, y: np.random.default_rng(11))
+    monkeypatch.setattr(bootstrap, "_DRAWN", bootstrap.OrderedDict())  # none drawn before
     boot = bootstrap_cell([fold], {"log_loss": {}}, 999, stratify=False)
     reference = stats.bootstrap(
         (terms,), np.mean, n_resamples=999, method=method, rng=np.random.default_rng(11)
@@ -60,17 +61,60 @@ def test_methods_on_the_same_test_points_get_the_same_resamples(rng):
     np.testing.assert_array_equal(a.replicates["accuracy"], b.replicates["accuracy"])
 
 
-def test_fast_paths_equal_the_metric_recomputed_on_each_resample(rng):
-    """Per-sample means and the vectorised KS / binned ECE give what each metric function
-    gives on the resampled predictions (the general path), resample by resample."""
-    fold = _fold(rng)
-    metrics = metric_sets()["default"]
-    names = [*bootstrap.PER_SAMPLE, *bootstrap.VECTORISED]
+#: Every binning and reduction the vectorised binned errors cover, beside the default set.
+BINNED_VARIANTS = {
+    f"{fn}_{binning}_{extra}": {"fn": fn, "n_bins": bins, "binning": binning, **options}
+    for fn, extra, options in [
+        ("confidence_ece", "l2", {"alpha": 2}),
+        ("classwise_ece", "sum", {"reduction": "sum"}),
+        ("classwise_ece", "l2", {"alpha": 2}),
+        ("mce", "", {}),
+    ]
+    for binning, bins in [("equal_width", 10), ("equal_size", 15), ("digitize", 15)]
+}
+
+
+@pytest.mark.parametrize("n", [1500, 11])  # 11 points: equal-size bins of 0 and 1 points
+def test_fast_paths_equal_the_metric_recomputed_on_each_resample(rng, n):
+    """Per-sample means and the vectorised KS / binned errors give what each metric
+    function gives on the resampled predictions (the general path), resample by resample."""
+    fold = _fold(rng, n=n)
+    metrics = {**metric_sets()["default"], **BINNED_VARIANTS}
+    names = [
+        m
+        for m, options in metrics.items()
+        if options.get("fn", m) in {*bootstrap.PER_SAMPLE, *bootstrap.VECTORISED}
+    ]
+    assert {"confidence_ece_size15", "classwise_ece_size15", "classwise_ece"} <= set(names)
     boot = bootstrap_cell([fold], {m: metrics[m] for m in names}, 30, seed=4)
     indices = resample_indices(fold.y, 30, bootstrap.fold_rng(4, fold.y))
     for name in names:
+        assert bootstrap._vectorised(fold, name, metrics[name]) or bootstrap._terms(
+            fold, name, metrics[name]
+        ), f"{name} fell back to the general path"
         expected = [bootstrap._subset(fold, i).scores({name: metrics[name]})[name] for i in indices]
-        np.testing.assert_allclose(boot.replicates[name], expected, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            boot.replicates[name], expected, rtol=1e-11, atol=1e-13, err_msg=name
+        )
+
+
+def test_equal_scores_are_ordered_by_index_in_equal_size_bins():
+    """The documented tie-break of the vectorised equal-size bins: a resample's equal
+    scores lie in test-set order, i.e. the metric on the resample sorted by index."""
+    rng = np.random.default_rng(8)
+    n, k = 300, 3
+    probs = np.full((n, k), 0.2)
+    probs[np.arange(n), rng.integers(0, k, n)] = 0.6  # three distinct rows only
+    y = rng.integers(0, k, n)
+    fold = FoldPredictions(0, y, probs, probs, 1 - np.eye(k))
+    options = {"n_bins": 7, "binning": "equal_size"}
+    boot = bootstrap_cell([fold], {"classwise_ece": options}, 20, seed=1)
+    indices = resample_indices(y, 20, bootstrap.fold_rng(1, y))
+    expected = [
+        bootstrap._subset(fold, np.sort(i)).scores({"classwise_ece": options})["classwise_ece"]
+        for i in indices
+    ]
+    np.testing.assert_allclose(boot.replicates["classwise_ece"], expected, rtol=1e-12)
 
 
 def test_a_fold_mean_is_resampled_fold_by_fold(rng):

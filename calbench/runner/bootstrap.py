@@ -14,9 +14,9 @@ which is what the tables print.
 
 Three ways to a resample's value, each checked on the fold itself before it is used:
 metrics that are a mean of per-sample terms (`PER_SAMPLE`: log-loss, Brier, accuracy, the
-risks, true confidence CE) are their terms' means (one gather per resample); KS, fixed-bin
-confidence ECE and MCE, the average loss gap and the confidence variance are computed for
-all resamples at once (`VECTORISED`); every other metric is computed afresh on each
+risks, true confidence CE) are their terms' means (one gather per resample); KS, the binned
+ECEs and MCE, the average loss gap and the confidence variance are computed for all
+resamples at once (`calbench.runner.vectorised`); every other metric is computed afresh on each
 resample (`calbench.runner.predictions.FoldPredictions.scores`: a prior shift's correction
 and weights included). Percentile intervals by default; BCa (Efron and Tibshirani 14.3)
 for the per-sample metrics, whose jackknife is closed-form.
@@ -25,6 +25,7 @@ for the per-sample metrics, whose jackknife is closed-form.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,10 +35,8 @@ from calbench.atomic import atomic_save_npz
 from calbench.decision.risk import bayes_decisions
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
-from calbench.metrics.bayes_risk import loss_gap_terms
-from calbench.metrics.binned import bin_indices, top_label
-from calbench.metrics.ks import ks_scores
 from calbench.runner.predictions import FoldPredictions
+from calbench.runner.vectorised import VECTORISED
 from calbench.simplex import TINY
 
 DEFAULT_RESAMPLES = 1000
@@ -64,11 +63,34 @@ def resample_indices(
     return indices
 
 
+#: The latest folds' resample indices, by (labels' digest, B, seed, stratify): the methods of
+#: one test set share them, and a table asks for each of its cells in turn.
+_DRAWN: OrderedDict = OrderedDict()
+_DRAWN_KEPT = 4
+
+
+def fold_indices(y: np.ndarray, n_resamples: int, seed: int, stratify: bool) -> np.ndarray:
+    """`resample_indices` of a fold from `fold_rng`, drawn once for its labels (a few of
+    the latest kept, read-only)."""
+    key = (_digest(y), n_resamples, seed, stratify)
+    if key not in _DRAWN:
+        drawn = resample_indices(y, n_resamples, fold_rng(seed, y), stratify)
+        drawn.flags.writeable = False
+        _DRAWN[key] = drawn
+        while len(_DRAWN) > _DRAWN_KEPT:
+            _DRAWN.popitem(last=False)
+    _DRAWN.move_to_end(key)
+    return _DRAWN[key]
+
+
+def _digest(y: np.ndarray) -> bytes:
+    return hashlib.sha256(np.ascontiguousarray(y, dtype=np.int64).tobytes()).digest()
+
+
 def fold_rng(seed: int, y: np.ndarray) -> np.random.Generator:
     """The generator of a fold's resamples: the bootstrap seed and the fold's labels, so
     that every method scored on these labels is resampled alike."""
-    digest = hashlib.sha256(np.ascontiguousarray(y, dtype=np.int64).tobytes()).digest()
-    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+    return np.random.default_rng([seed, int.from_bytes(_digest(y)[:8], "little")])
 
 
 def _log_loss_terms(fold, clip=None):
@@ -151,89 +173,6 @@ def _terms(fold: FoldPredictions, name: str, options: dict):
     return (terms, statistic) if np.isclose(statistic(terms.mean()), value, 1e-10, 1e-12) else None
 
 
-#: Resamples handled at once by the vectorised metrics: (chunk, n) arrays stay small.
-_CHUNK = 64
-
-
-def _chunks(indices):
-    for start in range(0, len(indices), _CHUNK):
-        yield indices[start : start + _CHUNK]
-
-
-def _ks_replicates(fold, indices, mode="top", r=1):
-    """Gupta's KS error on every resample at once: a resample sorted by score is its
-    points' ranks sorted, so the scores are sorted once."""
-    scores, outcomes = ks_scores(fold.probs, fold.y, mode, r)
-    order = np.argsort(scores, kind="stable")
-    rank = np.empty(len(order), dtype=np.intp)
-    rank[order] = np.arange(len(order))
-    gap = scores[order] - np.asarray(outcomes, dtype=np.float64)[order]
-    out = [
-        np.abs(np.cumsum(gap[np.sort(rank[part], axis=1)], axis=1)).max(axis=1)
-        for part in _chunks(indices)
-    ]
-    return np.concatenate(out) / indices.shape[1]
-
-
-def _binned_replicates(statistic):
-    """Confidence ECE or MCE on every resample at once, where a point's bin is its own
-    (equal-width or Kull's digitize edges; equal-size bins move with the resample)."""
-
-    def replicates(fold, indices, n_bins=15, binning="equal_width", alpha=1):
-        if binning not in ("equal_width", "digitize"):
-            return None
-        scores, outcomes = top_label(fold.probs, fold.y)
-        bins = bin_indices(scores, n_bins, binning)
-        slots = max(n_bins, int(bins.max()) + 1)
-        out = []
-        for part in _chunks(indices):
-            # Resample b's bins are slots b * slots ... (b + 1) * slots - 1 of one bincount.
-            flat = (bins[part] + slots * np.arange(len(part))[:, None]).ravel()
-            shape, size = (len(part), slots), slots * len(part)
-            counts = np.bincount(flat, minlength=size).reshape(shape).astype(np.float64)
-            weights = (outcomes - scores)[part].ravel()
-            gap = np.bincount(flat, weights=weights, minlength=size).reshape(shape)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean_gap = np.abs(gap / counts)
-            out.append(statistic(counts, mean_gap, alpha))
-        return np.concatenate(out)
-
-    return replicates
-
-
-def _ece(counts, mean_gap, alpha):
-    weighted = np.where(counts > 0, counts * np.nan_to_num(mean_gap) ** alpha, 0.0)
-    return (weighted.sum(axis=1) / counts.sum(axis=1)) ** (1.0 / alpha)
-
-
-def _mce(counts, mean_gap, alpha):  # noqa: ARG001 (MCE has no order)
-    return np.where(counts > 0, mean_gap, -np.inf).max(axis=1)
-
-
-def _loss_gap_replicates(fold, indices, **options):
-    """Valk's average loss gap on every resample: each loss's gap is the absolute mean of
-    per-sample terms, so a resample's gaps are its counts times the terms (one matrix
-    product per chunk of resamples)."""
-    terms = loss_gap_terms(fold.probs, fold.y, true_probs=fold.true_probs, **options)
-    n, out = indices.shape[1], []
-    for part in _chunks(indices):
-        counts = np.zeros((len(part), len(fold.y)))
-        np.add.at(counts, (np.arange(len(part))[:, None], part), 1.0)
-        out.append(np.abs(counts @ terms / n).mean(axis=1))
-    return np.concatenate(out)
-
-
-#: Metric function -> its value on every resample of a fold at once (None where its options
-#: are not covered); checked against the metric on the fold itself before it is used.
-VECTORISED = {
-    "ks_error": _ks_replicates,
-    "confidence_ece": _binned_replicates(_ece),
-    "mce": _binned_replicates(_mce),
-    "average_loss_gap": _loss_gap_replicates,
-    "confidence_variance": lambda fold, indices: fold.probs.max(axis=1)[indices].var(axis=1),
-}
-
-
 def _vectorised(fold: FoldPredictions, name: str, options: dict):
     """A function of the resample indices giving metric ``name`` on each, or None."""
     options = dict(options or {})
@@ -296,7 +235,7 @@ def bootstrap_cell(
     replicates = {m: np.zeros(n_resamples) for m in metrics}
     left_out: dict[str, list | None] = {m: [] for m in metrics}
     for fold in folds:
-        indices = resample_indices(fold.y, n_resamples, fold_rng(seed, fold.y), stratify)
+        indices = fold_indices(fold.y, n_resamples, seed, stratify)
         rest = {}
         for name, options in metrics.items():
             found = _terms(fold, name, options)
