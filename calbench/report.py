@@ -17,7 +17,9 @@ from calbench.runner.store import ResultStore
 from calbench.tables.write import write_tables
 
 
-def write_report(experiment: str, results_dir="results") -> Path:
+def write_report(experiment: str, results_dir="results", intervals=None) -> Path:
+    """The page of ``experiment``; with ``intervals`` (`BootstrapSettings`) its tables carry
+    bootstrap intervals and marks (`calbench tables --ci`)."""
     rows = ResultStore(results_dir).read(experiment)
     if rows.empty:
         raise CalbenchError(
@@ -26,7 +28,12 @@ def write_report(experiment: str, results_dir="results") -> Path:
         )
     results_dir = Path(results_dir)
     tables = write_tables(
-        results_dir, experiment, formats=("md",), echo=False, draw_curve=risk_curve_files
+        results_dir,
+        experiment,
+        formats=("md",),
+        echo=False,
+        draw_curve=risk_curve_files,
+        intervals=intervals,
     )
     figures = sorted((results_dir / "figures").glob(f"{experiment}_*.png"))
     cells = rows.drop_duplicates("config_hash")
@@ -50,7 +57,10 @@ def write_report(experiment: str, results_dir="results") -> Path:
     if figures:
         lines += [f"![{p.stem}](../figures/{p.name})" for p in figures]
     else:
-        lines.append(f"None drawn yet: `calbench figures --experiment {experiment}`.")
+        lines.append(
+            f"None drawn yet: `calbench figures --experiment {experiment}` (`--ci` for "
+            "bootstrap intervals on the reliability diagrams)."
+        )
     lines += [
         "",
         "## Provenance",

@@ -219,6 +219,18 @@ def test_tables_with_ci_show_each_cells_interval_and_mark_the_ties(tmp_path):
     assert sorted((tmp_path / "store" / "bootstrap").iterdir()) == cached
     again = pd.read_csv(tmp_path / "tables" / "default_log_loss.csv").dropna(subset=["lower"])
     pd.testing.assert_frame_equal(again, table)
+    # Any interval method applies to every metric (BCa alone falls back where it cannot).
+    recentred = BootstrapSettings(resamples=300, seed=3, method="recentred")
+    write_tables(tmp_path, formats=("csv",), echo=False, intervals=recentred)
+    for metric in ("log_loss", "classwise_ece"):
+        table = pd.read_csv(tmp_path / "tables" / f"default_{metric}.csv").dropna(subset=["lower"])
+        for _, record in table.iterrows():
+            cell = rows[(rows["metric"] == metric) & (rows["method"] == record["column"])]
+            h, sha = cell["config_hash"].iat[0], cell["predictions_sha256"].iat[0]
+            options = {metric: store.config(h)["metrics"][metric]}
+            boot = bootstrap_cell(store.predictions(h, sha), options, 300, seed=3)
+            expected = boot.interval(metric, method="recentred")
+            assert (record["lower"], record["upper"]) == pytest.approx(expected)
 
 
 def test_cells_sharing_predictions_keep_their_own_metric_options(tmp_path):
@@ -251,3 +263,50 @@ def test_cells_sharing_predictions_keep_their_own_metric_options(tmp_path):
             got.replicates["classwise_ece"], expected.replicates["classwise_ece"]
         )
     assert len(list((tmp_path / "store" / "bootstrap").iterdir())) == 1
+
+
+def test_rank_only_experiments_get_their_tasks_intervals_in_the_generic_tables(
+    tmp_path, monkeypatch
+):
+    """Kull's UCI tables rank tasks (no cell's value to resample): with --ci each task's
+    values come in the generic tables, with intervals; a calibration test's decision (p_*)
+    gets none, and the note says why."""
+    import pandas as pd
+
+    from calbench.runner.job import run_job
+    from calbench.tables import write
+    from tests.test_runner import plan
+
+    for method in ("uncal", "ts", "vs"):
+        run_job(
+            plan(
+                f"method={method}",
+                "dataset.n_test=600",
+                f"results_dir={tmp_path}",
+                "+metrics.p_cw_ece={fn: classwise_ece_accepted, n_resamples: 50}",
+            )
+        )
+    ranks = {
+        "name": "default_ranks",
+        "experiment": "default",
+        "layout": "ranks_by_group",
+        "group_by": "classifier",
+        "metric": "log_loss",
+        "title": "ranks",
+        "columns": {"uncal": "Uncal", "ts": "TS", "vs": "VS"},
+        "rows": {"none": "none"},
+        "decimals": 2,
+    }
+    monkeypatch.setattr(write, "table_specs", lambda: {"default_ranks": ranks})
+    settings = BootstrapSettings(resamples=100)
+    write.write_tables(tmp_path, formats=("md", "csv"), echo=False)
+    assert not (tmp_path / "tables" / "default_log_loss.csv").exists()
+    write.write_tables(tmp_path, formats=("md", "csv"), echo=False, intervals=settings)
+    assert "No intervals" in (tmp_path / "tables" / "default_ranks.md").read_text()
+    log_loss = pd.read_csv(tmp_path / "tables" / "default_log_loss.csv")
+    assert log_loss.dropna(subset=["lower"])["column"].tolist() == ["uncal", "ts", "vs"]
+    tests = pd.read_csv(tmp_path / "tables" / "default_p_cw_ece.csv")
+    assert tests["lower"].isna().all() and tests["value"].notna().all()
+    assert (
+        "3 value(s) have no interval" in (tmp_path / "tables" / "default_p_cw_ece.md").read_text()
+    )

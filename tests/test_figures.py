@@ -104,3 +104,40 @@ def test_figures_of_an_experiment_without_a_preset_come_from_the_store(tmp_path,
     _store(tmp_path, ["d0", "d1", "d2"], ["a", "b", "c"], rng)  # experiment "e": no preset
     paths = write_figures("e", tmp_path, formats=["png"], metrics=["log_loss"])
     assert [p.name for p in paths] == ["e_cd_log_loss.png"]
+
+
+@pytest.mark.filterwarnings("ignore:All-NaN slice")  # bins no resample fills
+def test_reliability_bands_are_the_bins_bootstrap_intervals(rng):
+    """Each bar's error bar spans the percentile interval of that bin's observed frequency
+    over the resampled test sets (recomputed here bin by bin from the resamples)."""
+    import matplotlib.pyplot as plt
+
+    from calbench.metrics.binned import bin_statistics, top_label
+    from calbench.plots.reliability import reliability_diagram
+    from calbench.runner.bootstrap import BootstrapSettings, fold_rng, resample_indices
+    from calbench.simplex import softmax
+
+    y = rng.integers(0, 4, 600)
+    z = 2.0 * rng.normal(size=(600, 4))
+    z[np.arange(600), y] += 1.0
+    probs = softmax(z)
+    settings = BootstrapSettings(resamples=200, seed=3, alpha=0.1)
+    fig, ax = plt.subplots()
+    reliability_diagram(ax, probs, y, n_bins=10, bands=settings)
+    (bars,) = [c for c in ax.containers if c.__class__.__name__ == "ErrorbarContainer"]
+    segments = bars.lines[2][0].get_segments()
+    scores, outcomes = top_label(probs, y)
+    counts, _, observed = bin_statistics(scores, outcomes, 10, "equal_width")
+    drawn = resample_indices(y, 200, fold_rng(3, y))
+    with np.errstate(all="ignore"):  # a resample may leave a bin empty: NaN
+        per_resample = np.array(
+            [bin_statistics(scores[i], outcomes[i], 10, "equal_width")[2] for i in drawn]
+        )
+    lower, upper = np.nanquantile(per_resample, [0.05, 0.95], axis=0)
+    filled = np.flatnonzero(counts > 0)
+    assert len(segments) == len(filled) > 3
+    for segment, b in zip(segments, filled, strict=True):
+        assert segment[0, 0] == pytest.approx((b + 0.5) / 10)
+        np.testing.assert_allclose(sorted(segment[:, 1]), [lower[b], upper[b]], atol=1e-12)
+        assert lower[b] <= observed[b] <= upper[b]
+    plt.close(fig)

@@ -8,6 +8,7 @@ from matplotlib.backend_bases import FigureCanvasBase
 
 import calbench.plots.write as service
 from calbench.errors import CalbenchError
+from calbench.runner.bootstrap import BootstrapSettings
 
 
 def main(argv: list[str]) -> None:
@@ -23,6 +24,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--methods", help="comma-separated methods (default: all stored)")
     parser.add_argument(
         "--max-tasks", type=int, default=4, help="per-task figures for at most this many tasks"
+    )
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="reliability diagrams with each bar's 95%% bootstrap interval (1000 resamples "
+        "of the stored test predictions, stratified by label)",
     )
     args = parser.parse_args(argv)
     formats = [f for f in args.formats.split(",") if f]
@@ -44,6 +51,7 @@ def main(argv: list[str]) -> None:
                 [m for m in args.metrics.split(",") if m],
                 [m for m in (args.methods or "").split(",") if m] or None,
                 args.max_tasks,
+                BootstrapSettings() if args.ci else None,
             )
         except CalbenchError as exc:
             if args.experiment:

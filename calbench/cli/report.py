@@ -5,11 +5,18 @@ from __future__ import annotations
 import argparse
 
 import calbench.report as service
+from calbench.runner.bootstrap import BootstrapSettings
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="calbench report", description=service.__doc__)
     parser.add_argument("experiment")
     parser.add_argument("--results-dir", default="results")
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="tables with bootstrap intervals and marks, as `calbench tables --ci` (defaults)",
+    )
     args = parser.parse_args(argv)
-    print(f"wrote {service.write_report(args.experiment, args.results_dir)}")
+    intervals = BootstrapSettings() if args.ci else None
+    print(f"wrote {service.write_report(args.experiment, args.results_dir, intervals)}")

@@ -19,7 +19,11 @@ import pandas as pd
 from tqdm import tqdm
 
 from calbench.plots.ks import ks_curves
-from calbench.plots.reliability import reliability_diagram, smooth_reliability_diagram
+from calbench.plots.reliability import (
+    figure_legend,
+    reliability_diagram,
+    smooth_reliability_diagram,
+)
 from calbench.plots.simplex import calibration_data, calibration_map, colour_key
 from calbench.runner.plan import load_configured_dataset
 from calbench.runner.predictions import FoldPredictions
@@ -122,18 +126,28 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
     return save_figure(fig, out_dir, f"{stem}_simplex_maps", formats)
 
 
-def reliability_figures(experiment, task: Task, out_dir, formats, stem) -> list[Path]:
-    """Confidence and class-1 reliability diagrams, smoothed reliability diagrams and KS
-    graphs, of a few methods."""
+def reliability_figures(experiment, task: Task, out_dir, formats, stem, bands=None) -> list[Path]:
+    """Confidence and class-1 reliability diagrams (with ``bands``, a `BootstrapSettings`:
+    each bar's bootstrap interval), smoothed reliability diagrams and KS graphs, of a few
+    methods."""
     preferred = [m for m in RELIABILITY_METHODS if m in task.folds]
     shown = (preferred + [m for m in task.folds if m not in preferred])[:4]
-    fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.2), squeeze=False)
+    fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.6), squeeze=False)
     for j, method in enumerate(shown):
         probs, y = task.pooled(method)
-        reliability_diagram(axes[0, j], probs, y, title=f"{method}: confidence")
-        reliability_diagram(axes[1, j], probs, y, class_index=0, title=f"{method}: class 1")
+        for row, (index, what) in enumerate([(None, "confidence"), (0, "class 1")]):
+            reliability_diagram(
+                axes[row, j],
+                probs,
+                y,
+                class_index=index,
+                title=f"{method}: {what}",
+                bands=bands,
+                legend=False,
+            )
     fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    figure_legend(fig, axes[0, 0])
     paths = save_figure(fig, out_dir, f"{stem}_reliability", formats)
 
     fig, axes = plt.subplots(1, len(shown), figsize=(3.0 * len(shown), 3.4), squeeze=False)
@@ -153,7 +167,7 @@ def reliability_figures(experiment, task: Task, out_dir, formats, stem) -> list[
     return paths + save_figure(fig, out_dir, f"{stem}_ks_curves", formats)
 
 
-def task_figures(store, experiment, tasks: list[Task], out_dir, formats) -> list[Path]:
+def task_figures(store, experiment, tasks: list[Task], out_dir, formats, bands=None) -> list[Path]:
     """Each task's figures (file names carry the task where there are several)."""
     paths = []
     for task in tasks:
@@ -161,5 +175,5 @@ def task_figures(store, experiment, tasks: list[Task], out_dir, formats) -> list
         first = next(iter(task.folds.values()))[0]
         if first.simplex is not None and any(m not in _NOT_A_MAP for m in task.folds):
             paths += simplex_figure(store, experiment, task, out_dir, formats, stem)
-        paths += reliability_figures(experiment, task, out_dir, formats, stem)
+        paths += reliability_figures(experiment, task, out_dir, formats, stem, bands)
     return paths

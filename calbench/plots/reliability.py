@@ -3,19 +3,28 @@ and the smoothed one of Błasiok and Nakkiran (2024)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from matplotlib.collections import LineCollection
 
 from calbench.metrics.binned import bin_statistics
 from calbench.metrics.smooth import smoothed_reliability
+from calbench.runner.bootstrap import fold_rng, resample_indices
+from calbench.runner.vectorised import binned_frequencies
 
 
-def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
+def reliability_diagram(
+    ax, probs, y, n_bins=10, class_index=None, title="", bands=None, legend=True
+):
     """Confidence reliability (``class_index=None``) or class-j reliability on ``ax``.
 
     Blue bars: observed frequency per equal-width bin; red bars: the gap from the mean
     predicted value to it, drawn at the mean prediction; dotted diagonal: calibration;
-    numbers above the axis: samples per bin (the legend says so).
+    numbers above the axis: samples per bin (the legend says so). ``bands``
+    (`BootstrapSettings`): each bar's bootstrap interval over resampled test sets as an
+    error bar (stratified by label, as the tables' intervals). ``legend=False`` leaves the
+    legend to the figure (`figure_legend`), below the panels, where it covers no bar.
     """
     probs = np.asarray(probs)
     if class_index is None:
@@ -49,6 +58,18 @@ def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
         alpha=0.9,
         label="gap",
     )
+    if bands is not None:
+        lower, upper = _frequency_band(scores, outcomes, y, n_bins, bands)
+        ax.errorbar(
+            centres[filled],
+            mean_outcome[filled],
+            yerr=[mean_outcome[filled] - lower[filled], upper[filled] - mean_outcome[filled]],
+            fmt="none",
+            ecolor="black",
+            elinewidth=0.8,
+            capsize=2,
+            label=f"{100 * (1 - bands.alpha):g}% bootstrap",
+        )
     ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
     for c, n in zip(centres[filled], counts[filled], strict=True):
         ax.text(c, 1.01, f"{int(n)}", ha="center", va="bottom", fontsize=7, rotation=90)
@@ -58,8 +79,29 @@ def reliability_diagram(ax, probs, y, n_bins=10, class_index=None, title=""):
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9, pad=30)
     ax.plot([], [], " ", label="top: n per bin")
-    ax.legend(loc="upper left", fontsize=7)
+    if legend:
+        ax.legend(loc="upper left", fontsize=7)
     return ax
+
+
+def figure_legend(fig, ax) -> None:
+    """One legend for a figure of like panels (``ax``'s entries), below them all."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+
+
+def _frequency_band(scores, outcomes, y, n_bins, settings):
+    """Per bin, the percentile interval of its observed frequency over resampled test sets
+    (a bin a resample leaves empty does not count towards it)."""
+    drawn = resample_indices(
+        np.asarray(y), settings.resamples, fold_rng(settings.seed, np.asarray(y)), settings.stratify
+    )
+    frequencies = binned_frequencies(scores, outcomes, drawn, n_bins)
+    levels = [settings.alpha / 2, 1 - settings.alpha / 2]
+    with warnings.catch_warnings():  # a bin no resample fills: NaN, drawn without a bar
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lower, upper = np.nanquantile(frequencies, levels, axis=0)
+    return lower, upper
 
 
 def smooth_reliability_diagram(ax, probs, y, title=""):

@@ -114,7 +114,11 @@ def write_figures(
     metrics=("log_loss", "classwise_ece"),
     methods=None,
     max_tasks=4,
+    bands=None,
 ) -> list[Path]:
+    """The experiment's figures under ``results_dir/figures``; ``bands``
+    (`calbench.runner.bootstrap.BootstrapSettings`) puts bootstrap intervals on the
+    reliability diagrams' bars."""
     out_dir = Path(results_dir) / "figures"
     store = ResultStore(results_dir)
     stored = store.read(experiment)
@@ -132,7 +136,7 @@ def write_figures(
         print(
             f"per-task figures for the first {max_tasks} of {n_tasks} tasks (--max-tasks raises it)"
         )
-    paths += task_figures(store, experiment, tasks, out_dir, formats)
+    paths += task_figures(store, experiment, tasks, out_dir, formats, bands)
     if stored["dataset"].nunique() > 1:
         # Kull Fig. 3a: the CD diagram of p-cw-ECE wherever that test was recorded.
         shown = list(metrics) + [m for m in ("p_cw_ece",) if m in set(stored["metric"])]

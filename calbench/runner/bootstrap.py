@@ -64,20 +64,21 @@ def resample_indices(
 
 
 #: The latest folds' resample indices, by (labels' digest, B, seed, stratify): the methods of
-#: one test set share them, and a table asks for each of its cells in turn.
+#: one test set share them, and a table asks for each of its cells in turn (a benchmark of
+#: many small tasks cycles through all its folds: kept up to a memory budget, not a count).
 _DRAWN: OrderedDict = OrderedDict()
-_DRAWN_KEPT = 4
+_DRAWN_BYTES = 512 * 2**20
 
 
 def fold_indices(y: np.ndarray, n_resamples: int, seed: int, stratify: bool) -> np.ndarray:
-    """`resample_indices` of a fold from `fold_rng`, drawn once for its labels (a few of
-    the latest kept, read-only)."""
+    """`resample_indices` of a fold from `fold_rng`, drawn once for its labels (the latest
+    kept, read-only)."""
     key = (_digest(y), n_resamples, seed, stratify)
     if key not in _DRAWN:
         drawn = resample_indices(y, n_resamples, fold_rng(seed, y), stratify)
         drawn.flags.writeable = False
         _DRAWN[key] = drawn
-        while len(_DRAWN) > _DRAWN_KEPT:
+        while len(_DRAWN) > 1 and sum(a.nbytes for a in _DRAWN.values()) > _DRAWN_BYTES:
             _DRAWN.popitem(last=False)
     _DRAWN.move_to_end(key)
     return _DRAWN[key]
@@ -219,6 +220,11 @@ class Bootstrap:
         )
 
 
+#: Metrics with no interval (NaN replicates): Kull's consistency-resampling tests, whose
+#: value is a decision at their own level, drawn from 1000 resamples of their own.
+NOT_RESAMPLED = ("confidence_ece_accepted", "classwise_ece_accepted")
+
+
 def bootstrap_cell(
     folds: list[FoldPredictions],
     metrics: dict[str, dict],
@@ -238,6 +244,10 @@ def bootstrap_cell(
         indices = fold_indices(fold.y, n_resamples, seed, stratify)
         rest = {}
         for name, options in metrics.items():
+            if (options or {}).get("fn", name) in NOT_RESAMPLED:
+                left_out[name], estimate[name] = None, np.nan
+                replicates[name][:] = np.nan
+                continue
             found = _terms(fold, name, options)
             if found is None:
                 left_out[name] = None

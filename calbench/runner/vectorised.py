@@ -204,3 +204,16 @@ VECTORISED = {
     "average_loss_gap": _loss_gap_replicates,
     "confidence_variance": lambda fold, indices: fold.probs.max(axis=1)[indices].var(axis=1),
 }
+
+
+def binned_frequencies(scores, outcomes, indices, n_bins, binning="equal_width"):
+    """(B, bins): each resample's mean outcome in each fixed bin of ``scores`` (NaN where
+    the resample leaves it empty): the spread of a reliability diagram's bars."""
+    scores, outcomes = np.asarray(scores, dtype=np.float64), np.asarray(outcomes, np.float64)
+    sums = _fixed_bins(scores[:, None], outcomes[:, None], n_bins, binning)
+    out = []
+    for part in _chunks(indices):
+        counts, hits = sums(_draw_counts(part, len(scores)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append((hits / counts)[:, 0, :n_bins])
+    return np.concatenate(out)

@@ -23,10 +23,13 @@ from calbench.tables.layouts import RankedTable
 
 @dataclass(frozen=True)
 class Layout:
-    """A layout: ``build(spec, rows, direction) -> RankedTable`` and ``needs(spec)``."""
+    """A layout: ``build(spec, rows, direction) -> RankedTable`` and ``needs(spec)``;
+    ``per_cell``: its values are cells' metrics, so bootstrap intervals apply (ranks over
+    tasks and means over seeds are not)."""
 
     build: Callable[..., RankedTable]
     needs: Callable[[dict], dict]
+    per_cell: bool = False
 
 
 LAYOUTS: dict[str, Layout] = {
@@ -34,8 +37,12 @@ LAYOUTS: dict[str, Layout] = {
     # Ho's risk-vs-eps curves condensed to a mean ± std table; `calbench.tables.curves`
     # also writes the full curves and their figure.
     "risk_curve": Layout(curve_table, curve_cells),
-    "metrics_by_method": Layout(layouts.metrics_by_method, layouts.metrics_by_method_needs),
-    "datasets_by_method": Layout(layouts.datasets_by_method, layouts.datasets_by_method_needs),
+    "metrics_by_method": Layout(
+        layouts.metrics_by_method, layouts.metrics_by_method_needs, per_cell=True
+    ),
+    "datasets_by_method": Layout(
+        layouts.datasets_by_method, layouts.datasets_by_method_needs, per_cell=True
+    ),
     "ranks_by_group": Layout(layouts.ranks_by_group, layouts.ranks_by_group_needs),
 }
 

@@ -49,7 +49,10 @@ def add_intervals(
     table.lower, table.upper = np.full(shape, np.nan), np.full(shape, np.nan)
     table.tied_with_best = np.zeros(shape, dtype=bool)
     if table.sources is None:
-        table.interval_note = "No intervals: this layout's values are not metrics of cells."
+        table.interval_note = (
+            "No intervals: this layout's values are not metrics of cells (each task's values "
+            "with intervals are in the generic tables, EXPERIMENT_METRIC)."
+        )
         return table
     draws = _Replicates(store, checksums, settings)
     level = f"{100 * (1 - settings.alpha):g}%"
@@ -59,7 +62,9 @@ def add_intervals(
             if source is None:
                 continue
             estimate, replicates[j], jackknife = draws.of(source)
-            method = settings.method if jackknife is not None else "percentile"
+            # BCa needs the jackknife of a mean of per-sample terms; the others fall back.
+            bca_impossible = settings.method == "bca" and jackknife is None
+            method = "percentile" if bca_impossible else settings.method
             table.lower[i, j], table.upper[i, j] = interval(
                 replicates[j], estimate, settings.alpha, method, jackknife
             )
@@ -78,4 +83,24 @@ def add_intervals(
         "† not distinguishable from the row's best "
         f"(paired bootstrap of the difference, {level} percentile interval holds 0)."
     )
+    bare = sum(
+        1
+        for i, row in enumerate(table.sources)
+        for j, source in enumerate(row)
+        if source is not None and math.isnan(table.lower[i, j])
+    )
+    if bare:
+        table.interval_note += (
+            f" {bare} value(s) have no interval: Kull's calibration tests (p_*) are decisions "
+            "drawn from resamples of their own."
+        )
+    outside = int(((table.values < table.lower) | (table.values > table.upper)).sum())
+    if outside:
+        # A binned error is a sum of absolute gaps: resampling adds noise to every gap and
+        # so raises it, and the percentile interval can miss the estimate altogether.
+        table.interval_note += (
+            f" {outside} value(s) lie outside their own interval: a binned or KS error "
+            "grows under resampling (its gaps gather noise), so its percentile interval "
+            "lies above the estimate; `--interval recentred` centres it on the estimate."
+        )
     return table
