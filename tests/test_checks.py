@@ -19,6 +19,8 @@ from tests.test_runner import plan
         (["+method.foo=1"], "unknown config key method.foo"),
         (["seed=abc"], "seed must be an integer; got seed='abc'"),
         (["seed=1.5"], "seed must be an integer"),
+        (["seed=-1"], r"seed must be a non-negative integer below 2\*\*63; got seed=-1"),
+        (["seed=9223372036854775808"], "non-negative integer below 2"),
         (["method=knn_kl", "method.grid.n_neighbors=[]"], "method.grid.n_neighbors is empty"),
         (
             ["method=knn_kl", "method.grid.n_neighbors=[abc]"],

@@ -141,3 +141,30 @@ def test_reliability_bands_are_the_bins_bootstrap_intervals(rng):
         np.testing.assert_allclose(sorted(segment[:, 1]), [lower[b], upper[b]], atol=1e-12)
         assert lower[b] <= observed[b] <= upper[b]
     plt.close(fig)
+
+
+def test_figures_draw_every_named_method_and_say_which_they_leave_out(tmp_path, capsys):
+    from calbench.plots.write import write_figures
+    from calbench.runner.job import run_job
+    from tests.test_runner import plan
+
+    methods = ["uncal", "ts", "vs", "dir_l2", "beta"]
+    for method in methods:
+        run_job(plan(f"method={method}", "dataset.n_test=300", f"results_dir={tmp_path}"))
+    capsys.readouterr()
+    with pytest.raises(CalbenchError, match=r"--methods: nosuch not stored .* its methods: beta"):
+        write_figures("default", tmp_path, formats=["png"], methods=["ts", "nosuch"])
+    write_figures("default", tmp_path, formats=["png"])
+    import re
+
+    said = re.search(
+        r"4 of 5 methods \((.*)\); left out: (\w+) \(--methods", capsys.readouterr().out
+    )
+    assert said and {*said[1].split(", "), said[2]} == set(methods)
+    assert said[1].startswith("uncal, ts")  # Valk's panels first
+    paths = write_figures("default", tmp_path, formats=["png"], methods=methods)
+    assert "left out" not in capsys.readouterr().out
+    from matplotlib import image
+
+    reliability = [p for p in paths if p.name == "default_reliability.png"][0]
+    assert image.imread(reliability).shape[1] > 5 * 280  # five panels of 3 inches at 100 dpi

@@ -126,12 +126,27 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
     return save_figure(fig, out_dir, f"{stem}_simplex_maps", formats)
 
 
-def reliability_figures(experiment, task: Task, out_dir, formats, stem, bands=None) -> list[Path]:
-    """Confidence and class-1 reliability diagrams (with ``bands``, a `BootstrapSettings`:
-    each bar's bootstrap interval), smoothed reliability diagrams and KS graphs, of a few
-    methods."""
+#: Panels of a reliability figure when the methods are not chosen (``--methods``).
+DEFAULT_PANELS = 4
+
+
+def reliability_methods(task: Task, chosen: bool = False) -> tuple[list[str], list[str]]:
+    """(drawn, left out): the methods of a task's reliability figures. Chosen methods
+    (``--methods``) are all drawn; otherwise Valk's (`RELIABILITY_METHODS`) come first and
+    the others fill up to `DEFAULT_PANELS`."""
     preferred = [m for m in RELIABILITY_METHODS if m in task.folds]
-    shown = (preferred + [m for m in task.folds if m not in preferred])[:4]
+    ordered = preferred + [m for m in task.folds if m not in preferred]
+    keep = len(ordered) if chosen else DEFAULT_PANELS
+    return ordered[:keep], ordered[keep:]
+
+
+def reliability_figures(
+    experiment, task: Task, out_dir, formats, stem, bands=None, shown=None
+) -> list[Path]:
+    """Confidence and class-1 reliability diagrams (with ``bands``, a `BootstrapSettings`:
+    each bar's bootstrap interval), smoothed reliability diagrams and KS graphs of the
+    ``shown`` methods (default: `reliability_methods`)."""
+    shown = shown or reliability_methods(task)[0]
     fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.6), squeeze=False)
     for j, method in enumerate(shown):
         probs, y = task.pooled(method)
@@ -153,9 +168,10 @@ def reliability_figures(experiment, task: Task, out_dir, formats, stem, bands=No
     fig, axes = plt.subplots(1, len(shown), figsize=(3.0 * len(shown), 3.4), squeeze=False)
     for j, method in enumerate(shown):
         probs, y = task.pooled(method)
-        smooth_reliability_diagram(axes[0, j], probs, y, title=method)
+        smooth_reliability_diagram(axes[0, j], probs, y, title=method, legend=False)
     fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    figure_legend(fig, axes[0, 0])
     paths += save_figure(fig, out_dir, f"{stem}_smooth_reliability", formats)
 
     fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.0), squeeze=False)
@@ -167,13 +183,23 @@ def reliability_figures(experiment, task: Task, out_dir, formats, stem, bands=No
     return paths + save_figure(fig, out_dir, f"{stem}_ks_curves", formats)
 
 
-def task_figures(store, experiment, tasks: list[Task], out_dir, formats, bands=None) -> list[Path]:
-    """Each task's figures (file names carry the task where there are several)."""
+def task_figures(
+    store, experiment, tasks: list[Task], out_dir, formats, bands=None, chosen=False
+) -> list[Path]:
+    """Each task's figures (file names carry the task where there are several); says which
+    methods the reliability figures leave out (``chosen``: the user named them, all drawn)."""
     paths = []
     for task in tasks:
         stem = _file_stem(experiment, task, len(tasks) > 1)
         first = next(iter(task.folds.values()))[0]
         if first.simplex is not None and any(m not in _NOT_A_MAP for m in task.folds):
             paths += simplex_figure(store, experiment, task, out_dir, formats, stem)
-        paths += reliability_figures(experiment, task, out_dir, formats, stem, bands)
+        shown, left_out = reliability_methods(task, chosen)
+        if left_out:
+            print(
+                f"reliability figures of {task.label}: {len(shown)} of "
+                f"{len(shown) + len(left_out)} methods ({', '.join(shown)}); left out: "
+                f"{', '.join(left_out)} (--methods names the ones to draw, any number)"
+            )
+        paths += reliability_figures(experiment, task, out_dir, formats, stem, bands, shown)
     return paths

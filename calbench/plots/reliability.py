@@ -104,7 +104,7 @@ def _frequency_band(scores, outcomes, y, n_bins, settings):
     return lower, upper
 
 
-def smooth_reliability_diagram(ax, probs, y, title=""):
+def smooth_reliability_diagram(ax, probs, y, title="", legend=True):
     """Błasiok and Nakkiran's smoothed reliability diagram of the confidence on ``ax``: the
     kernel-smoothed accuracy against the confidence (`smoothed_reliability`, relplot's
     line, as wide as the density there), the diagonal, and the confidences' density shaded
@@ -128,5 +128,6 @@ def smooth_reliability_diagram(ax, probs, y, title=""):
     ax.set_title(
         f"{title}\nsmECE {curve['smooth_ece']:.4f} (sigma {curve['sigma']:.3f})", fontsize=9
     )
-    ax.legend(loc="upper left", fontsize=7)
+    if legend:
+        ax.legend(loc="upper left", fontsize=7)
     return ax

@@ -128,6 +128,13 @@ def write_figures(
             f"experiment={experiment}` (or your sweep) first; `calbench tables` lists the "
             "experiments stored."
         )
+    if methods:
+        unknown = sorted(set(methods) - set(stored["method"]))
+        if unknown:  # before any work
+            raise CalbenchError(
+                f"--methods: {', '.join(unknown)} not stored for experiment {experiment!r}; "
+                f"its methods: {', '.join(sorted(set(stored['method'])))}."
+            )
     paths = []
     tasks, n_tasks = stored_tasks(
         store, stored, methods, order=swept_methods(experiment), limit=max_tasks
@@ -136,7 +143,7 @@ def write_figures(
         print(
             f"per-task figures for the first {max_tasks} of {n_tasks} tasks (--max-tasks raises it)"
         )
-    paths += task_figures(store, experiment, tasks, out_dir, formats, bands)
+    paths += task_figures(store, experiment, tasks, out_dir, formats, bands, bool(methods))
     if stored["dataset"].nunique() > 1:
         # Kull Fig. 3a: the CD diagram of p-cw-ECE wherever that test was recorded.
         shown = list(metrics) + [m for m in ("p_cw_ece",) if m in set(stored["metric"])]

@@ -111,3 +111,7 @@ def check_run_config(spec: CellSpec) -> None:
     _unknown([*CELL_KEYS, "device", *spec.run], run_keys(), "")
     if isinstance(spec.seed, bool) or not isinstance(spec.seed, numbers.Integral):
         raise CalbenchError(f"seed must be an integer; got seed={spec.seed!r}.")
+    if not 0 <= spec.seed < 2**63:  # numpy seeds generators with non-negative integers
+        raise CalbenchError(
+            f"seed must be a non-negative integer below 2**63; got seed={spec.seed}."
+        )
