@@ -11,7 +11,11 @@ from calbench.errors import CalbenchError
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench data", description=service.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="calbench data",
+        description=service.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("command", choices=["list", "fetch", "verify", "has"])
     parser.add_argument("names", nargs="*", help="data set names for fetch (or all) and has")
     parser.add_argument("--data-dir", default="data")

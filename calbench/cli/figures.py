@@ -12,7 +12,11 @@ from calbench.runner.bootstrap import BootstrapSettings
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench figures", description=service.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="calbench figures",
+        description=service.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "--experiment", help="one experiment (default: every experiment in the store)"
     )

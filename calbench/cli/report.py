@@ -9,7 +9,11 @@ from calbench.runner.bootstrap import BootstrapSettings
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench report", description=service.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="calbench report",
+        description=service.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("experiment")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument(

@@ -9,7 +9,11 @@ from calbench.errors import CalbenchError
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench rescore", description=service.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="calbench rescore",
+        description=service.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--experiment", help="one experiment (default: every stored cell)")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--metrics", help="comma-separated metric names")

@@ -12,7 +12,11 @@ from calbench.tables.render import RENDERERS
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="calbench tables", description=service.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="calbench tables",
+        description=service.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--results-dir", default="results", help="default: results")
     parser.add_argument("--experiment", help="only this experiment's tables")
     parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")

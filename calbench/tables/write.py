@@ -1,9 +1,14 @@
 """``calbench tables``: the paper tables (specs under ``conf/table``) of every experiment with
-results, and a generic ranked table per metric for an experiment without a paper layout.
+results, and a generic ranked table per metric for an experiment without a paper layout,
+under results/tables as Markdown, LaTeX and CSV. Ho's risk curves are written as a CSV of
+the curves, a condensed table and their figure.
 
-Ho's risk curves are written as a CSV of the curves and a condensed table; their figure is
-the plots' (`calbench.plots.write.risk_curve_files`), handed in as ``draw_curve`` by those
-above both rooms (the command line, the experiment report), so tables import no plots."""
+--ci adds each value's bootstrap interval from the stored test predictions (nothing is
+refitted) and marks with † the methods not distinguishable from their row's best."""
+
+# The curves' figure is the plots' (`calbench.plots.write.risk_curve_files`), handed in as
+# ``draw_curve`` by those above both rooms (the command line, the experiment report), so
+# tables import no plots.
 
 from __future__ import annotations
 
