@@ -176,5 +176,11 @@ def test_a_cell_is_planned_once_and_in_one_place(call, home):
 
 
 def test_a_method_config_becomes_a_calibrator_in_one_place():
-    runner = {m: n for m, n in _calls("make_calibrator").items() if m.startswith("calbench.run")}
-    assert runner == {"calbench.runner.checks": 1}
+    """`calbench.calibrators.methods.method_from_config`: the run's plan calls it once, and
+    Python's `make_calibrator` / `method` go through it too (one meaning per name)."""
+    assert _calls("method_from_config") == {
+        "calbench.runner.plan": 1,
+        "calbench.calibrators.methods": 1,
+    }
+    assert not [m for m in _calls("make_calibrator") if m.startswith("calbench.runner")]
+    assert not [m for m in _calls("registered_calibrator") if m.startswith("calbench.runner")]

@@ -11,7 +11,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
-from calbench.calibrators import CALIBRATORS, make_calibrator
+from calbench.calibrators import CALIBRATORS, make_calibrator, registered_calibrator
 from calbench.errors import CalbenchError
 from calbench.simplex import log_softmax, probs_to_logits, softmax
 from tests.conftest import overconfident_logits
@@ -306,15 +306,17 @@ def test_every_calibrator_has_a_config_and_back():
     assert set(CALIBRATORS) <= used, f"no conf/method file for {set(CALIBRATORS) - used}"
     for stem, conf in configs.items():
         assert conf.name == stem
-        cal = make_calibrator(conf.calibrator, **conf.params)
+        cal = registered_calibrator(conf.calibrator, **conf.params)
         assert set(conf.grid) <= set(cal.get_params()), stem
 
 
 def test_unknown_name_and_parameter_are_clear():
     with pytest.raises(
-        CalbenchError, match=r"Unknown calibrator 'tss' \(did you mean 'ts'\?\); known: .*vs"
+        CalbenchError, match=r"Unknown method 'tss' \(did you mean 'ts'\?\); known: .*vs"
     ):
         make_calibrator("tss")
+    with pytest.raises(CalbenchError, match=r"did you mean 'spline_gupta'\?"):
+        make_calibrator("spline_gupt")  # method variants are names too
     with pytest.raises(CalbenchError, match="no parameter.*'temp'"):
         make_calibrator("ts", temp=2)
     with pytest.raises(CalbenchError, match="fixed by the name"):

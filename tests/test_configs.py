@@ -124,3 +124,26 @@ if __name__ == "__main__":
     with initialize_config_module("calbench.conf", version_base="1.3"):
         hashes = {" ".join(o): plan_cell(_compose(*o)).hash for o in _hashed_compositions()}
     HASHES.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("name", list(group_files("method")))
+def test_every_method_name_means_the_same_in_python(name):
+    """`make_calibrator(NAME)` / `method(NAME)` build what `calbench run method=NAME`
+    builds: the same calibrator parameters and the same grid (one definition, the YAML)."""
+    from sklearn.base import clone
+
+    from calbench.calibrators import make_calibrator, method
+
+    planned = plan_cell(_compose(f"method={name}"))
+    tuned = read_group("method")[name].get("tuned")
+    dataset = next(iter(tuned)) if tuned else None
+    calibrator, grid = method(name, dataset=dataset)
+    expected = clone(planned.template).set_params(**(tuned or {}).get(dataset, {}))
+    assert repr(calibrator.get_params()) == repr(expected.get_params())
+    assert grid == planned.grid
+    made = make_calibrator(name, **({"dataset": dataset} if dataset else {}))
+    assert repr(made.get_params()) == repr(expected.get_params())
+    if grid:  # a parameter given in Python is fixed, no longer searched
+        key, values = next(iter(grid.items()))
+        fixed, rest = method(name, dataset=dataset, **{key: values[0]})
+        assert key not in rest and fixed.get_params()[key] == values[0]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.isotonic import IsotonicRegression
 
-from calbench.calibrators import make_calibrator
+from calbench.calibrators import make_calibrator, registered_calibrator
 from calbench.calibrators.neighbourhood import crop
 from calbench.errors import CalbenchError
 from calbench.simplex import probs_to_logits, softmax
@@ -208,7 +208,8 @@ def test_beta_matches_betacal(small):
 def test_histogram_binning_hand_example():
     p = np.array([[0.05, 0.95], [0.15, 0.85], [0.45, 0.55], [0.55, 0.45], [0.95, 0.05]])
     y = np.array([1, 0, 1, 0, 0])
-    cal = make_calibrator("histbin_width", n_bins=2).fit(probs_to_logits(p), y)
+    # The plain class (method histbin_width is the smoothed variant Kull et al. ran).
+    cal = registered_calibrator("histbin_width", n_bins=2).fit(probs_to_logits(p), y)
     # class 0: bin [0, .5) holds rows 0-2 with labels 0? -> 1/3; bin [.5, 1] rows 3-4 -> 1
     # class 1: bin [0, .5) rows 3-4 -> 0; bin [.5, 1] rows 0-2 -> 2/3
     out = cal.predict_proba(probs_to_logits(np.array([[0.2, 0.8], [0.7, 0.3]])))
@@ -219,7 +220,7 @@ def test_equal_frequency_binning_uses_calibration_quantiles():
     p0 = np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.8])
     p = np.column_stack([p0, 1 - p0])
     y = np.array([1, 1, 0, 0, 0, 1])
-    cal = make_calibrator("histbin_freq", n_bins=2).fit(probs_to_logits(p), y)
+    cal = registered_calibrator("histbin_freq", n_bins=2).fit(probs_to_logits(p), y)
     # class 0 bins: {.1 .2 .3} -> 1/3, {.6 .7 .8} -> 2/3; a score of .45 falls in the upper bin
     out = cal._apply_binary(cal.maps_[0], np.array([0.05, 0.3, 0.45, 0.9]))
     np.testing.assert_allclose(out, [1 / 3, 1 / 3, 2 / 3, 2 / 3])
@@ -258,7 +259,7 @@ def test_bad_hyperparameters_are_clear(small):
     with pytest.raises(CalbenchError, match="power of two"):
         make_calibrator("forest", n_bins=12).fit(x, y_cal)
     with pytest.raises(CalbenchError, match="'n_bins' parameter of HistogramBinning"):
-        make_calibrator("histbin_width", n_bins=0).fit(x, y_cal)
+        registered_calibrator("histbin_width", n_bins=0).fit(x, y_cal)
     with pytest.raises(CalbenchError, match="compose needs first=NAME"):
         make_calibrator("compose", first="ts")
 

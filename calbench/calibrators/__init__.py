@@ -1,153 +1,39 @@
 """Calibrators by name: ``make_calibrator("dir_odir", reg_lambda=1e-3)``.
 
-Each config name maps to a class and the parameters the name fixes (``dir_l2`` is
-`DirichletCalibrator` with ``regularization="l2"``). A new method is one class, one entry
-here, one YAML file under ``conf/method`` and one test.
+A name is a method of ``conf/method`` (what ``calbench run method=NAME`` runs: the variant's
+fixed parameters; ``method(NAME)`` gives its grid too) or else a registered calibrator
+(`calbench.calibrators.registry`). A new method is one class, one entry in the registry, one
+YAML file under ``conf/method`` and one test.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import os
-import sys
-
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.binary import (
-    BetaCalibrator,
-    HistogramBinning,
-    IsotonicCalibrator,
-    SmoothedBinning,
-)
 from calbench.calibrators.composition import Composition
-from calbench.calibrators.decision_calibration import DecisionCalibrator
-from calbench.calibrators.forest import RandomCalibrationForest
-from calbench.calibrators.hoki import HokiCalibrator
-from calbench.calibrators.keras_style import KerasStyleScaling
-from calbench.calibrators.mix_n_match import (
-    EnsembleTemperatureScaling,
-    MulticlassIsotonicRegression,
-)
-from calbench.calibrators.neighbourhood import KernelCalibrator, KNNCalibrator
-from calbench.calibrators.order_preserving import OrderPreservingCalibrator
-from calbench.calibrators.parametric import (
-    BiasCorrectedTemperatureScaling,
-    DirichletCalibrator,
-    MatrixScaling,
-    TemperatureScaling,
-    VectorScaling,
-)
-from calbench.calibrators.reference_bfgs import BFGSVectorScaling
-from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
-from calbench.calibrators.spline import SplineCalibrator
-from calbench.calibrators.structured import StructuredScaling
-from calbench.calibrators.top_versus_all import TopVersusAll
-from calbench.calibrators.venn_abers import VennAbersCalibrator
-from calbench.errors import CalbenchError, unknown_name
-
-CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
-    "uncal": (Uncalibrated, {}),
-    "ts": (TemperatureScaling, {}),
-    "bcts": (BiasCorrectedTemperatureScaling, {}),
-    "vs": (VectorScaling, {}),
-    "ms_odir": (MatrixScaling, {"regularization": "odir"}),
-    "sms": (StructuredScaling, {"structure": "matrix"}),
-    "svs": (StructuredScaling, {"structure": "vector"}),
-    "dir": (DirichletCalibrator, {"regularization": "none"}),
-    "dir_l2": (DirichletCalibrator, {"regularization": "l2"}),
-    "dir_odir": (DirichletCalibrator, {"regularization": "odir"}),
-    "knn_kl": (KNNCalibrator, {"metric": "kl"}),
-    "knn_euc": (KNNCalibrator, {"metric": "euclidean"}),
-    "kernel_rbf": (KernelCalibrator, {"kernel": "rbf"}),
-    "kernel_dir": (KernelCalibrator, {"kernel": "dirichlet"}),
-    "forest": (RandomCalibrationForest, {}),
-    "histbin_width": (HistogramBinning, {"binning": "equal_width"}),
-    "histbin_freq": (HistogramBinning, {"binning": "equal_size"}),
-    "binning_width_smoothed": (SmoothedBinning, {"strategy": "uniform"}),
-    "binning_freq_smoothed": (SmoothedBinning, {"strategy": "quantile"}),
-    "isotonic": (IsotonicCalibrator, {}),
-    "beta": (BetaCalibrator, {}),
-    "ets": (EnsembleTemperatureScaling, {}),
-    "spline": (SplineCalibrator, {}),
-    "hoki": (HokiCalibrator, {}),
-    "irm": (MulticlassIsotonicRegression, {}),
-    "dec": (DecisionCalibrator, {}),
-    "iop_full": (OrderPreservingCalibrator, {"family": "full"}),
-    "iop_diag": (OrderPreservingCalibrator, {"family": "diagonal"}),
-    "tva": (TopVersusAll, {}),
-    # Kull et al.'s Keras-trained layers (their reference procedure, not the optimum).
-    "keras_vs": (
-        KerasStyleScaling,
-        {"structure": "vector", "regularization": "none", "double_fit": False},
-    ),
-    "keras_ms": (KerasStyleScaling, {"structure": "matrix", "input_space": "logits"}),
-    "keras_dir": (KerasStyleScaling, {"structure": "matrix", "input_space": "probabilities"}),
-    "bfgs_vs": (BFGSVectorScaling, {}),
-    "venn_abers": (VennAbersCalibrator, {}),
-    "true_map": (TrueMapCalibrator, {}),
-}
-
-
-def _imported(path: str) -> type[Calibrator]:
-    """A user's own calibrator, ``module:Class`` (the module importable from the working
-    directory, as ``python -m`` would find it): a `Calibrator` subclass, so it runs under
-    every protocol, metric and table like the registered ones."""
-    module_name, _, class_name = path.partition(":")
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        raise CalbenchError(f"cannot import calibrator {path!r}: {exc}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Calibrator)):
-        raise CalbenchError(
-            f"{path} is not a calbench.calibrators.Calibrator subclass: subclass it and "
-            "define _fit(logits, y) and _predict_proba(logits)."
-        )
-    return cls
-
-
-def make_composition(first: str, second: str, **params) -> Composition:
-    """``first`` then ``second`` (registered names); ``params`` as ``second__n_neighbors``."""
-    return Composition(make_calibrator(first), make_calibrator(second)).set_params(**params)
+from calbench.calibrators.methods import method, method_configs
+from calbench.calibrators.registry import CALIBRATORS, registered_calibrator
+from calbench.errors import unknown_name
 
 
 def make_calibrator(name: str, **params) -> Calibrator:
-    """A new unfitted calibrator registered as ``name``, with ``params`` set.
-
-    ``name="compose"`` builds a `Composition`: ``make_calibrator("compose", first="ts",
-    second="knn_kl", second__n_neighbors=256)``.
-    """
-    if name == "compose":
-        try:
-            return make_composition(**params)
-        except TypeError as exc:
-            raise CalbenchError(
-                f"compose needs first=NAME and second=NAME (registered calibrators): {exc}"
-            ) from None
-        except ValueError as exc:
-            if isinstance(exc, CalbenchError):
-                raise
-            raise CalbenchError(f"compose: {exc}") from None
-    if ":" in name:
-        cls, fixed = _imported(name), {}
-    elif name not in CALIBRATORS:
-        raise unknown_name("calibrator", name, CALIBRATORS, " Or your own class as module:Class.")
-    else:
-        cls, fixed = CALIBRATORS[name]
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise CalbenchError(
-            f"Calibrator {name!r} has no parameter(s) {unknown}; its parameters are "
-            f"{sorted(accepted - set(fixed))}."
-        )
-    clash = sorted(set(params) & set(fixed))
-    if clash:
-        raise CalbenchError(
-            f"Parameter(s) {clash} are fixed by the name {name!r}; choose another method name."
-        )
-    return cls(**fixed, **params)
+    """A new unfitted calibrator: the method ``name`` (``conf/method/NAME.yaml``, as
+    ``calbench run method=NAME`` builds it, before its grid search) or else the calibrator
+    registered as ``name``, with ``params`` set. ``make_calibrator("compose", first="ts",
+    second="knn_kl", second__n_neighbors=256)`` composes two registered calibrators;
+    ``module:Class`` is your own `Calibrator` subclass."""
+    if name in method_configs():
+        return method(name, **params)[0]
+    if name != "compose" and ":" not in name and name not in CALIBRATORS:
+        known = sorted({*method_configs(), *CALIBRATORS})
+        raise unknown_name("method", name, known, " Or your own class as module:Class.")
+    return registered_calibrator(name, **params)
 
 
-__all__ = ["CALIBRATORS", "Calibrator", "Composition", "make_calibrator"]
+__all__ = [
+    "CALIBRATORS",
+    "Calibrator",
+    "Composition",
+    "make_calibrator",
+    "method",
+    "registered_calibrator",
+]

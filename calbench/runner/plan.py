@@ -21,12 +21,13 @@ from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.methods import method_from_config
 from calbench.criteria import PARAMETRISED, decision_criterion
 from calbench.data import LOADERS, Dataset, load_dataset
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.metrics import empirical_risk, log_loss, metric_spec
-from calbench.runner.checks import check_run_config, checked_method
+from calbench.runner.checks import check_run_config
 from calbench.runner.decision_task import DecisionTask, decision_task
 from calbench.runner.protocols import Fold, Protocol
 from calbench.runner.spec import CellSpec
@@ -223,7 +224,7 @@ def plan_cell(cfg: DictConfig | CellSpec) -> CellPlan:
     spec = cfg if isinstance(cfg, CellSpec) else CellSpec.of(cfg)
     check_run_config(spec)
     method = spec.method
-    template, grid = checked_method(method)
+    template, grid = method_from_config(method)
     template.set_params(**{k: spec.device for k in template.run_input_keys("device")})
     for name, options in spec.metrics.items():  # unknown metric names fail before any fit
         metric_spec((options or {}).get("fn", name))

@@ -1,0 +1,110 @@
+"""Methods: the named variants under ``conf/method`` (a registered calibrator, the parameters
+it fixes, the grid the protocol searches), read by the command line (``method=NAME``) and by
+Python (``make_calibrator(NAME)``, ``method(NAME)``) alike, so a name means one thing.
+
+``method_from_config`` is the one place a method config becomes a calibrator and its grid,
+every value checked against the calibrator's declared parameter constraints.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from sklearn.base import clone
+
+from calbench.calibrators.registry import registered_calibrator
+from calbench.conf_files import read_group, root_config
+from calbench.errors import CalbenchError, nearest
+
+#: The keys of a method config (`calbench.runner.plan.CellPlan` reads ``tuned`` and
+#: ``average_inner_models``, which overrides the protocol's).
+METHOD_KEYS = ("name", "calibrator", "params", "grid", "tuned", "average_inner_models")
+
+
+@functools.cache
+def method_configs() -> dict[str, dict]:
+    """Every method config by name (``conf/method/NAME.yaml``), as written."""
+    return read_group("method")
+
+
+def method_grid(method: dict) -> dict[str, list]:
+    """The method's grid with each value a list: a scalar is a one-point grid (the natural
+    ``method.grid.n_neighbors=64``); an empty list is an error."""
+    grid = {}
+    for key, values in (method.get("grid") or {}).items():
+        values = list(values) if isinstance(values, list | tuple) else [values]
+        if not values:
+            raise CalbenchError(
+                f"method {method.get('name')!r}: method.grid.{key} is empty; give at least "
+                f"one value (method.grid.{key}=[v1,v2]) or remove it from the grid."
+            )
+        grid[key] = values
+    return grid
+
+
+def method_from_config(method: dict) -> tuple:
+    """The calibrator of a method config (its fixed params set, never fitted) and its grid
+    (`method_grid`), after checking the config's keys, its fixed and tuned params and every
+    grid value against the calibrator's parameters and their constraints."""
+    extra = [k for k in method if k not in METHOD_KEYS]
+    if extra:
+        raise CalbenchError(
+            f"unknown config key method.{extra[0]}{nearest(extra[0], METHOD_KEYS)}: nothing "
+            f"reads it. The keys of method are: {', '.join(METHOD_KEYS)}."
+        )
+    params = dict(method.get("params") or {})
+    calibrator = registered_calibrator(method["calibrator"], **params)  # unknown: its error
+    calibrator.validate_params()
+    for dataset_name, tuned in (method.get("tuned") or {}).items():
+        try:
+            clone(calibrator).set_params(**tuned).validate_params()
+        except ValueError as exc:  # CalbenchError, or scikit-learn's for an unknown name
+            raise CalbenchError(f"method {method['name']!r}, tuned.{dataset_name}: {exc}") from None
+    grid = method_grid(method)
+    accepted = calibrator.get_params()
+    unknown = sorted(set(grid) - set(accepted))
+    if unknown:
+        raise CalbenchError(
+            f"method {method['name']!r}: grid names unknown parameter(s) {unknown}; "
+            f"the calibrator takes {sorted(accepted)}."
+        )
+    for key, values in grid.items():
+        if key in params:
+            raise CalbenchError(
+                f"method {method['name']!r}: {key!r} is both fixed (method.params.{key}="
+                f"{params[key]}) and searched (method.grid.{key}={values}); the grid would "
+                f"override it. Fix it with method.grid.{key}=[{params[key]}], or drop the param."
+            )
+        for value in values:
+            clone(calibrator).set_params(**{key: value}).validate_params()
+    return calibrator, grid
+
+
+def method(name: str, dataset: str | None = None, run_seed: int | None = None, **params) -> tuple:
+    """(calibrator, grid) of ``method=NAME`` as a run builds them: its fixed parameters,
+    then ``params`` (a parameter set here is no longer searched); ``dataset`` picks the
+    parameters a ``tuned`` method was given for it; ``run_seed`` fills ``${seed}`` (the run's
+    default otherwise). `calbench.runner.selection.select_and_fit` searches the grid as the
+    protocol does."""
+    if name not in method_configs():
+        raise CalbenchError(
+            f"Unknown method {name!r}{nearest(name, method_configs())}; "
+            "`calbench list methods` lists them."
+        )
+    config = dict(method_configs()[name])
+    seed = root_config()["seed"] if run_seed is None else run_seed
+    fixed = {k: seed if v == "${seed}" else v for k, v in (config.get("params") or {}).items()}
+    tuned = config.pop("tuned", None) or {}
+    if dataset is not None or tuned:
+        if dataset not in tuned:
+            raise CalbenchError(
+                f"method {name!r} takes the parameters chosen for each data set "
+                f"({', '.join(tuned)}): method({name!r}, dataset=...) names one."
+                if tuned
+                else f"method {name!r} is the same on every data set; drop dataset=."
+            )
+        params = {**tuned[dataset], **params}
+    config["params"] = {**fixed, **params}
+    config["grid"] = {k: v for k, v in (config.get("grid") or {}).items() if k not in params}
+    config.pop("average_inner_models", None)  # a protocol matter, not the calibrator's
+    return method_from_config(config)
