@@ -26,6 +26,7 @@ commands:
   report EXPERIMENT      one Markdown page with the experiment's tables and figures
   reproduce PRESET       run a paper preset on the data present; published vs calbench report
   data list|fetch|verify the papers' data sets: what is present, download, checksums
+  list KIND [--json]     methods, metrics, presets, datasets or tables, one line each
 """
 
 
@@ -37,6 +38,7 @@ COMMANDS = {
     "data": "data",
     "reproduce": "reproduce",
     "report": "report",
+    "list": "listing",  # not cli/list.py: the package attribute would hide the builtin
 }
 
 

@@ -1,0 +1,112 @@
+"""``calbench list methods|metrics|presets|datasets|tables [--json]``: what calbench knows,
+one line each. Descriptions come from where each thing is defined (the config file's
+leading comment, the metric function's docstring, the table's title), so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from calbench.calibrators.methods import method_configs
+from calbench.calibrators.registry import CALIBRATORS
+from calbench.conf_files import group_files
+from calbench.errors import unknown_name
+from calbench.metrics import METRICS
+
+#: What ``calbench list`` lists.
+KINDS = ("methods", "metrics", "presets", "datasets", "tables")
+
+
+#: A full stop that ends no sentence: "et al.", "Fig.", "e.g." and the like.
+_NOT_AN_END = re.compile(r"(?:\bal|\bFigs?|\be\.g|\bi\.e|\bEqs?|\b[Ss]ec|\bvs|\bcf)\.$")
+
+
+def _first_sentence(text: str, limit: int = 110) -> str:
+    text = " ".join(text.split())
+    stops = re.finditer(r"\.\s", text)
+    ends = (m.end() for m in stops if not _NOT_AN_END.search(text[: m.start() + 1]))
+    end = next(ends, None)
+    sentence = text if end is None else text[: end - 1]
+    return sentence if len(sentence) <= limit else sentence[: limit - 3].rstrip() + "..."
+
+
+def _leading_comment(entry) -> str:
+    """The comment a config file opens with (Hydra's ``@package`` line aside)."""
+    lines = []
+    for line in entry.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if not line.startswith("# @package"):
+            lines.append(line.lstrip("#").strip())
+    return _first_sentence(" ".join(lines))
+
+
+def _methods() -> list[dict]:
+    files = group_files("method")
+    out = []
+    for name, config in method_configs().items():
+        calibrator = config["calibrator"]
+        cls = CALIBRATORS[calibrator][0] if calibrator in CALIBRATORS else None
+        family = "composition" if calibrator == "compose" else cls.__module__.split(".")[-1]
+        out.append(
+            {
+                "name": name,
+                "family": family,
+                "calibrator": calibrator,
+                "input": "logits" if cls is None else cls.input_kind,
+                "searched": ", ".join(config.get("grid") or {}) or "-",
+                "description": _leading_comment(files[name]),
+            }
+        )
+    return out
+
+
+def _metrics() -> list[dict]:
+    return [
+        {
+            "name": name,
+            "needs": spec.needs,
+            "better": "higher" if spec.higher_is_better else "lower",
+            "description": _first_sentence(inspect.getdoc(spec.function) or ""),
+        }
+        for name, spec in sorted(METRICS.items())
+    ]
+
+
+def _configs(group: str) -> list[dict]:
+    return [
+        {"name": name, "description": _leading_comment(entry)}
+        for name, entry in group_files(group).items()
+    ]
+
+
+def _tables() -> list[dict]:
+    from calbench.tables.write import table_specs  # the tables room, only for this kind
+
+    return [
+        {
+            "name": name,
+            "experiment": spec["experiment"],
+            "layout": spec["layout"],
+            "description": _first_sentence(spec.get("title", "")),
+        }
+        for name, spec in table_specs().items()
+    ]
+
+
+def catalogue(kind: str) -> list[dict]:
+    """The records ``calbench list KIND`` prints, one per name."""
+    listers = {
+        "methods": _methods,
+        "metrics": _metrics,
+        "presets": lambda: _configs("experiment"),
+        "datasets": lambda: _configs("dataset"),
+        "tables": _tables,
+    }
+    if kind not in listers:
+        raise unknown_name("list", kind, KINDS)
+    return listers[kind]()
+
+
+__all__ = ["KINDS", "catalogue"]
