@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from calbench.errors import CalbenchError
@@ -131,3 +132,28 @@ def test_unknown_figure_formats_are_refused_first(tmp_path):
 
     with pytest.raises(CalbenchError, match=r"Unknown figure format\(s\) \['foo'\]"):
         main(["--formats", "png,foo", "--results-dir", str(tmp_path)])
+
+
+def test_classes_an_inner_cv_leaves_out_are_counted_and_said(tmp_path, rng, capsys):
+    """Unstratified inner CV (Valk's) on a calibration set with a one-sample class: the inner
+    fold that tests that sample trains without the class; the run says so and stores it."""
+    from calbench.runner.job import run_job
+    from calbench.runner.store import ResultStore
+
+    y_cal = np.r_[np.repeat([0, 1], 150), 2]
+    y_test = rng.integers(0, 3, 300)
+    z_cal, z_test = rng.normal(size=(301, 3)), rng.normal(size=(300, 3))
+    z_cal[np.arange(301), y_cal] += 2
+    path = tmp_path / "rare.npz"
+    np.savez(path, y_cal=y_cal, y_test=y_test, logits_cal=z_cal, logits_test=z_test)
+    common = ["dataset=npz", f"dataset.path={path}", f"results_dir={tmp_path}"]
+    kfold = ["protocol.inner_cv=kfold", "protocol.inner_folds=5"]
+    run_job(plan("method=dir_l2", "method.grid.reg_lambda=[0.01,1.0]", *kfold, *common))
+    said = capsys.readouterr().out
+    assert "note: in 1 fold(s) the inner CV left a class out of 1 inner training part(s)" in said
+    rows = ResultStore(tmp_path).read()
+    assert rows.loc[rows["metric"] == "inner_classes_missing", "value"].tolist() == [1.0]
+    run_job(plan("method=ts", *kfold, *common))  # no grid, no inner CV: nothing left out
+    assert "note: in" not in capsys.readouterr().out
+    with pytest.raises(CalbenchError, match="class 2 has 1 sample"):  # stratified: refused
+        run_job(plan("method=dir_l2", "method.grid.reg_lambda=[0.01,1.0]", *common))

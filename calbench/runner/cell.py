@@ -15,7 +15,13 @@ from calbench.criteria import TRAINED_PER_EPS
 from calbench.errors import CalbenchError
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import FoldPredictions
-from calbench.runner.selection import select_and_fit, select_on_validation
+from calbench.runner.selection import (
+    classes_left_out,
+    grid_path,
+    inner_splits,
+    select_and_fit,
+    select_on_validation,
+)
 from calbench.simplex import map_points, probs_to_logits, softmax
 
 
@@ -34,6 +40,16 @@ def fit_selected(plan: CellPlan, calibrator, grid, logits, y, score):
         score=score,
         inner_cv=protocol.inner_cv,
         grid_patience=protocol.grid_patience,
+    )
+
+
+def _inner_classes_missing(plan: CellPlan, grid, y) -> int:
+    """`classes_left_out` of the inner CV `fit_selected` ran (0 where it ran none)."""
+    if len(grid_path(grid)) == 1 and not plan.average_inner_models:
+        return 0
+    protocol = plan.protocol
+    return classes_left_out(
+        y, inner_splits(y, protocol.inner_folds, protocol.inner_cv, plan.spec.seed)
     )
 
 
@@ -72,6 +88,8 @@ class FoldFit:
     simplex: np.ndarray | None = None
     #: The calibration data's calibrated posteriors and labels, where BBSE needs them.
     validation: tuple[np.ndarray, np.ndarray] | None = None
+    #: (inner fold, class) pairs whose inner training part lacks a class (`classes_left_out`).
+    inner_classes_missing: int = 0
 
 
 def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
@@ -83,13 +101,14 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
     # al.'s code, lest a few 708-per-sample terms decide the choice.
     on_training = plan.selection_score(task.training_loss(eps), log_loss_clip=1e-15)
     probs, uncalibrated, simplex, chosen, seconds = [], [], [], [], 0.0
-    validation = []
+    validation, missing = [], 0
     for member in fold.members:
         start = time.perf_counter()
         if member.logits_val is None:
             model, params = fit_selected(
                 plan, calibrator, grid, member.logits_fit, member.y_fit, score
             )
+            missing += _inner_classes_missing(plan, grid, member.y_fit)
         else:
             model, params = select_on_validation(
                 calibrator,
@@ -115,6 +134,7 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
         seconds,
         _combine(simplex) if simplex else None,
         tuple(np.concatenate(part) for part in zip(*validation, strict=True)) or None,
+        missing,
     )
     return fit
 
@@ -162,6 +182,7 @@ def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
         values["fit_accuracy"] = float(
             np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
         )
+        values["inner_classes_missing"] = float(fit.inner_classes_missing)
         if plan.criterion_name in TRAINED_PER_EPS and task.curve:
             # One fit per point of the curve, each scored at its own eps.
             for eps in task.direct_points:

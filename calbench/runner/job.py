@@ -47,5 +47,13 @@ def run_job(plan: CellPlan) -> str:
     print(tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True))
     if curve.any():
         print(f"risk curve: {rows.loc[curve, 'metric'].nunique()} eps points ({CURVE_METRIC}...)")
+    left_out = rows.loc[rows["metric"] == "inner_classes_missing", "value"]
+    if left_out.sum() > 0:
+        print(
+            f"note: in {int((left_out > 0).sum())} fold(s) the inner CV left a class out of "
+            f"{int(left_out.sum())} inner training part(s) in all (row inner_classes_missing):"
+            " those grid points were rated by calibrators that never saw the class; "
+            "protocol.inner_cv=stratified or fewer protocol.inner_folds avoid it."
+        )
     print(f"rows: {path}")
     return cell_hash

@@ -43,6 +43,20 @@ class AveragedCalibrator(Calibrator):
         return np.mean([m.predict_proba(logits) for m in self.members], axis=0)
 
 
+def inner_splits(y: np.ndarray, inner_folds: int, inner_cv: str, seed: int) -> list:
+    """The (train, test) index pairs of the inner CV (they depend on the labels alone)."""
+    splitter = StratifiedKFold if inner_cv == "stratified" else KFold
+    return list(splitter(inner_folds, shuffle=True, random_state=seed).split(y, y))
+
+
+def classes_left_out(y: np.ndarray, splits: list) -> int:
+    """How many (inner fold, class) pairs leave a class of ``y`` out of the inner training
+    part: a calibrator fitted there has never seen that class (unstratified inner CV, or
+    a class rarer than the folds)."""
+    present = np.unique(y)
+    return int(sum(len(np.setdiff1d(present, y[train])) for train, _ in splits))
+
+
 def select_and_fit(
     calibrator: Calibrator,
     grid: dict,
@@ -74,9 +88,9 @@ def select_and_fit(
         return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
     n_classes = logits.shape[1]
     check_choice(inner_cv, "inner_cv", "protocol", INNER_CV)
-    check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
-    splitter = StratifiedKFold if inner_cv == "stratified" else KFold
-    splits = list(splitter(inner_folds, shuffle=True, random_state=seed).split(logits, y))
+    if inner_cv == "stratified":  # unstratified folds may leave a class out (counted)
+        check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
+    splits = inner_splits(y, inner_folds, inner_cv, seed)
     # Calibrators that can warm-start walk the grid with one model per inner fold, each
     # fit starting from the previous grid point's solution (the same optimum, fewer steps).
     warm = "warm_start" in calibrator.run_input_keys("warm_start")  # not a step's
