@@ -22,6 +22,7 @@ from tests.test_runner import plan
         (["seed=1.5"], "seed must be an integer"),
         (["seed=-1"], r"seed must be a non-negative integer below 2\*\*63; got seed=-1"),
         (["seed=9223372036854775808"], "non-negative integer below 2"),
+        (["dataset.seed=-3"], "dataset.seed must be a non-negative integer .* got dataset.seed=-3"),
         (["method=knn_kl", "method.grid.n_neighbors=[]"], "method.grid.n_neighbors is empty"),
         (
             ["method=knn_kl", "method.grid.n_neighbors=[abc]"],

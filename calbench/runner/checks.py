@@ -54,9 +54,15 @@ def check_run_config(spec: CellSpec) -> None:
     """The run's keys and seed (`calbench.runner.plan.plan_cell` runs it, and
     `calbench.calibrators.methods.method_from_config` on its method)."""
     _unknown([*CELL_KEYS, "device", *spec.run], run_keys(), "")
-    if isinstance(spec.seed, bool) or not isinstance(spec.seed, numbers.Integral):
-        raise CalbenchError(f"seed must be an integer; got seed={spec.seed!r}.")
-    if not 0 <= spec.seed < 2**63:  # numpy seeds generators with non-negative integers
-        raise CalbenchError(
-            f"seed must be a non-negative integer below 2**63; got seed={spec.seed}."
-        )
+    _check_seed("seed", spec.seed)
+    for group in ("dataset", "protocol"):  # a group's own seed (e.g. dataset.seed=3)
+        config = getattr(spec, group)
+        if "seed" in config:
+            _check_seed(f"{group}.seed", config["seed"])
+
+
+def _check_seed(key: str, seed) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise CalbenchError(f"{key} must be an integer; got {key}={seed!r}.")
+    if not 0 <= seed < 2**63:  # numpy seeds generators with non-negative integers
+        raise CalbenchError(f"{key} must be a non-negative integer below 2**63; got {key}={seed}.")
