@@ -10,7 +10,7 @@ from matplotlib.collections import LineCollection
 
 from calbench.metrics.binned import bin_statistics
 from calbench.metrics.smooth import smoothed_reliability
-from calbench.runner.bootstrap import fold_rng, resample_indices
+from calbench.runner.bootstrap import fold_indices
 from calbench.runner.vectorised import binned_frequencies
 
 
@@ -93,9 +93,8 @@ def figure_legend(fig, ax) -> None:
 def _frequency_band(scores, outcomes, y, n_bins, settings):
     """Per bin, the percentile interval of its observed frequency over resampled test sets
     (a bin a resample leaves empty does not count towards it)."""
-    drawn = resample_indices(
-        np.asarray(y), settings.resamples, fold_rng(settings.seed, np.asarray(y)), settings.stratify
-    )
+    # The same draws as the tables' intervals: once per labels, shared by every panel.
+    drawn = fold_indices(np.asarray(y), settings.resamples, settings.seed, settings.stratify)
     frequencies = binned_frequencies(scores, outcomes, drawn, n_bins)
     levels = [settings.alpha / 2, 1 - settings.alpha / 2]
     with warnings.catch_warnings():  # a bin no resample fills: NaN, drawn without a bar

@@ -17,8 +17,8 @@ from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import FoldPredictions
 from calbench.runner.selection import (
     classes_left_out,
-    grid_path,
     inner_splits,
+    runs_inner_cv,
     select_and_fit,
     select_on_validation,
 )
@@ -45,7 +45,7 @@ def fit_selected(plan: CellPlan, calibrator, grid, logits, y, score):
 
 def _inner_classes_missing(plan: CellPlan, grid, y) -> int:
     """`classes_left_out` of the inner CV `fit_selected` ran (0 where it ran none)."""
-    if len(grid_path(grid)) == 1 and not plan.average_inner_models:
+    if not runs_inner_cv(grid, plan.average_inner_models):
         return 0
     protocol = plan.protocol
     return classes_left_out(

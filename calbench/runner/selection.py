@@ -43,6 +43,12 @@ class AveragedCalibrator(Calibrator):
         return np.mean([m.predict_proba(logits) for m in self.members], axis=0)
 
 
+def runs_inner_cv(grid: dict | None, average_inner_models: bool) -> bool:
+    """Whether `select_and_fit` splits the data: a grid to search, or fold models to
+    average; one point alone is fitted on all of it."""
+    return len(grid_path(grid)) > 1 or average_inner_models
+
+
 def inner_splits(y: np.ndarray, inner_folds: int, inner_cv: str, seed: int) -> list:
     """The (train, test) index pairs of the inner CV (they depend on the labels alone)."""
     splitter = StratifiedKFold if inner_cv == "stratified" else KFold
@@ -84,7 +90,7 @@ def select_and_fit(
     Returns the fitted predictor and the chosen parameters (empty without a grid).
     """
     points = grid_path(grid, strongest_first=grid_patience is not None)
-    if len(points) == 1 and not average_inner_models:
+    if not runs_inner_cv(grid, average_inner_models):
         return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
     n_classes = logits.shape[1]
     check_choice(inner_cv, "inner_cv", "protocol", INNER_CV)
