@@ -100,7 +100,7 @@ def test_preset_sweep_then_tables_report_figures_rescore(tmp_path):
         "average rank",
     ):
         assert f"| {row} |" in md
-    assert "Not yet in the store: method iop_full, method dec, method forest_t100_b32." in md
+    assert "Not yet in the store: method iop_full_plain, method dec, method forest_t100_b32." in md
     assert (tmp_path / "tables" / "valk_synthetic_table1.tex").is_file()
     out = calbench("report", "valk_synthetic", "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr

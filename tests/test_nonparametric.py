@@ -175,7 +175,7 @@ def test_forest_tree_is_a_partition_with_leaf_mean_corrections(small):
 
 def test_isotonic_is_scikit_learn_per_class_renormalised(small):
     p_cal, y_cal, p_test = small
-    cal = make_calibrator("isotonic").fit(probs_to_logits(p_cal), y_cal)
+    cal = make_calibrator("isotonic_plain").fit(probs_to_logits(p_cal), y_cal)
     ref = np.column_stack(
         [
             IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")

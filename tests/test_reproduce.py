@@ -241,7 +241,7 @@ def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
         "dir_l2_kull_uci",
         "beta",
         "histbin_freq",
-        "isotonic",
+        "isotonic_plain",
         "histbin_width",
         "ts",
         "uncal",

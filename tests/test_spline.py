@@ -41,7 +41,9 @@ def _gupta_reference(scores, hits, knots, new_scores):
 
 
 def test_top1_spline_is_guptas_recalibration(synthetic):
-    cal = make_calibrator("spline", n_knots=7).fit(synthetic.logits_cal, synthetic.y_cal)
+    cal = make_calibrator("spline", pseudo_count=0, n_knots=7).fit(
+        synthetic.logits_cal, synthetic.y_cal
+    )
     p = synthetic.probs_cal
     hits = (p.argmax(axis=1) == synthetic.y_cal).astype(float)
     new = synthetic.probs_test.max(axis=1)[:2000]
@@ -52,7 +54,9 @@ def test_top1_spline_is_guptas_recalibration(synthetic):
 
 
 def test_spline_brings_ks_near_zero_and_keeps_accuracy(synthetic):
-    cal = make_calibrator("spline", n_knots=6).fit(synthetic.logits_cal, synthetic.y_cal)
+    cal = make_calibrator("spline", pseudo_count=0, n_knots=6).fit(
+        synthetic.logits_cal, synthetic.y_cal
+    )
     before = metrics.ks_error(synthetic.probs_cal, synthetic.y_cal)
     p = cal.predict_proba(synthetic.logits_cal)
     assert before > 0.05 and metrics.ks_error(p, synthetic.y_cal) < 0.01
@@ -74,7 +78,9 @@ def test_replace_top_keeps_the_simplex_and_the_class():
 
 def test_too_many_knots_for_the_data_is_clear(rng):
     with pytest.raises(CalbenchError, match="at least 28 calibration samples for 14 knots"):
-        make_calibrator("spline", n_knots=14).fit(rng.normal(size=(20, 3)), np.arange(20) % 3)
+        make_calibrator("spline", pseudo_count=0, n_knots=14).fit(
+            rng.normal(size=(20, 3)), np.arange(20) % 3
+        )
 
 
 def _feasible_second(out, wanted):
@@ -95,8 +101,8 @@ def test_top2_spline_calibrates_the_second_score_and_keeps_the_ranking(rng):
 
     z, y = overconfident_logits(rng, 6000, 10)
     zt, yt = overconfident_logits(rng, 6000, 10)
-    top1 = make_calibrator("spline", ranks=1).fit(z, y)
-    top2 = make_calibrator("spline", ranks=2).fit(z, y)
+    top1 = make_calibrator("spline", pseudo_count=0, ranks=1).fit(z, y)
+    top2 = make_calibrator("spline", pseudo_count=0, ranks=2).fit(z, y)
     # The second spline is Gupta's fit on the second-largest score against "label = 2nd".
     p, pt = softmax(z), softmax(zt)
     second = np.sort(p, axis=1)[:, -2]
@@ -122,7 +128,7 @@ def test_top2_spline_on_near_one_hot_rows_is_finite_and_on_the_simplex(rng):
     from tests.conftest import overconfident_logits
 
     z, y = overconfident_logits(rng, 3000, 10)
-    cal = make_calibrator("spline", ranks=2).fit(z, y)
+    cal = make_calibrator("spline", pseudo_count=0, ranks=2).fit(z, y)
     zt = rng.normal(size=(6, 10))
     zt[:, 0] += np.array([700.0, 740.0, 745.0, 800.0, 60.0, 5.0])  # p2 ~ 1e-304 ... 0
     out = cal.predict_proba(zt)
@@ -139,7 +145,7 @@ def test_top2_floor_rarely_binds_on_real_shaped_data(rng):
 
     z, y = overconfident_logits(rng, 5000, 10, scale=4.0)
     zt, yt = overconfident_logits(rng, 5000, 10, scale=4.0)
-    cal = make_calibrator("spline", ranks=2).fit(z, y)
+    cal = make_calibrator("spline", pseudo_count=0, ranks=2).fit(z, y)
     out = cal.predict_proba(zt)
     wanted = cal.recalibrate(np.sort(softmax(zt), axis=1)[:, -2], rank=2)
     feasible = _feasible_second(out, wanted)
@@ -154,7 +160,7 @@ def test_within_top2_spline_calibrates_the_top2_total(rng):
     from tests.conftest import overconfident_logits
 
     z, y = overconfident_logits(rng, 6000, 10)
-    cal = make_calibrator("spline", within_top=2).fit(z, y)
+    cal = make_calibrator("spline", pseudo_count=0, within_top=2).fit(z, y)
     out = cal.predict_proba(z)
     np.testing.assert_allclose(out.sum(axis=1), 1, atol=1e-12)
     assert (out.argmax(axis=1) == z.argmax(axis=1)).all()
@@ -169,7 +175,7 @@ def test_within_top2_alone_carries_guptas_recalibrated_total(rng):
 
     z, y = overconfident_logits(rng, 5000, 10, scale=4.0)
     zt, yt = overconfident_logits(rng, 5000, 10, scale=4.0)
-    cal = make_calibrator("spline", n_knots=14, ranks=0, within_top=2).fit(z, y)
+    cal = make_calibrator("spline", pseudo_count=0, n_knots=14, ranks=0, within_top=2).fit(z, y)
     p, pt = softmax(z), softmax(zt)
     ranked = np.argsort(-p, axis=1, kind="stable")[:, :2]
     hits = (ranked == y[:, None]).any(axis=1).astype(float)

@@ -30,6 +30,16 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     #: inner CV may walk a grid from the previous point's solution). Nothing is inferred
     #: from parameter names; a contract test checks that declarations and parameters agree.
     run_inputs: tuple[str, ...] = ()
+    #: Whether predictions can hold a certainty (a class at exactly 0, or within 1e-12 of
+    #: 1; `calbench.calibrators.bounds`): "never" for smooth or averaged maps, "possible"
+    #: where the fit (or the classifier's own scores) can give one, "bounded" where a
+    #: pseudo-count keeps every class above a floor. See `certainty`.
+    _certainty = "never"
+
+    def certainty(self) -> str:
+        """ "never", "possible" or "bounded" (see ``_certainty``); a test checks each
+        calibrator's claim on the published DenseNet-40 file and on synthetic data."""
+        return self._certainty
 
     def run_input_keys(self, name: str) -> list[str]:
         """The parameter keys that take the run's ``name`` (nested steps' included, as
@@ -82,6 +92,7 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         y = check_labels(y, "y", owner, len(logits), logits.shape[1])
         self.n_classes_ = logits.shape[1]
         self.classes_ = np.arange(self.n_classes_)
+        self.n_calibration_ = len(y)
         self._fit(logits, y)
         return self
 
@@ -94,7 +105,7 @@ class Calibrator(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} was fitted on {self.n_classes_} classes but got "
                 f"logits with {logits.shape[1]} columns."
             )
-        return self._predict_proba(logits)
+        return self._bounded(self._predict_proba(logits))
 
     def predict(self, logits) -> np.ndarray:
         """The most probable class after calibration."""
@@ -105,3 +116,7 @@ class Calibrator(ClassifierMixin, BaseEstimator):
 
     def _predict_proba(self, logits: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def _bounded(self, probs: np.ndarray) -> np.ndarray:
+        """The bound on the predictions (`calbench.calibrators.bounds.PseudoCountBound`)."""
+        return probs

@@ -14,6 +14,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.bounds import PseudoCountBound
 from calbench.calibrators.constraints import Choice
 from calbench.metrics.binned import bin_indices
 from calbench.simplex import TINY, softmax
@@ -65,7 +66,7 @@ class OneVsRestCalibrator(Calibrator):
         return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), uniform)
 
 
-class HistogramBinning(OneVsRestCalibrator):
+class HistogramBinning(PseudoCountBound, OneVsRestCalibrator):
     """Histogram binning (Zadrozny and Elkan): each bin predicts its label frequency.
 
     ``binning="equal_width"`` uses bins ``[b/B, (b+1)/B)``, ``"equal_size"`` (equal
@@ -80,15 +81,21 @@ class HistogramBinning(OneVsRestCalibrator):
         B, the number of bins.
     binning : {"equal_width", "equal_size"}
         Equal-width bins, or equal-frequency bins of the calibration scores.
+    pseudo_count : float
+        Smooth the predictions as if this many evenly labelled samples were added to the
+        calibration set (`calbench.calibrators.bounds`); 0 (the published algorithm) lets a
+        bin of one label predict exactly 0 or 1. Kull's ``histbin_freq``/``histbin_width``
+        smooth each bin instead (`SmoothedBinning`).
     """
 
     _parameter_constraints = {
         "binning": Choice("equal_width", "equal_size"),
     }
 
-    def __init__(self, n_bins=15, binning="equal_width"):
+    def __init__(self, n_bins=15, binning="equal_width", pseudo_count=0.0):
         self.n_bins = n_bins
         self.binning = binning
+        self.pseudo_count = pseudo_count
 
     def _fit_binary(self, scores, outcomes):
         n_bins = int(self.n_bins)
@@ -170,7 +177,7 @@ class SmoothedBinning(OneVsRestCalibrator):
         return frequency[np.digitize(scores, edges) - 1]
 
 
-class IsotonicCalibrator(OneVsRestCalibrator):
+class IsotonicCalibrator(PseudoCountBound, OneVsRestCalibrator):
     """Isotonic regression per class (scikit-learn's, clipped to [0, 1] outside the data).
 
     ``tie_break`` adds that multiple of the original probability before renormalising, so
@@ -181,10 +188,16 @@ class IsotonicCalibrator(OneVsRestCalibrator):
     ----------
     tie_break : float
         Weight of the original probability added to each class's isotonic value.
+    pseudo_count : float
+        Smooth the predictions as if this many evenly labelled samples were added to the
+        calibration set (`calbench.calibrators.bounds`): 0 (the published algorithm) can
+        give classes exactly 0 or 1; the method ``isotonic`` uses 1, ``isotonic_plain``
+        (Kull's and Valk's) 0.
     """
 
-    def __init__(self, tie_break=0.0):
+    def __init__(self, tie_break=0.0, pseudo_count=0.0):
         self.tie_break = tie_break
+        self.pseudo_count = pseudo_count
 
     def _fit_binary(self, scores, outcomes):
         return IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(scores, outcomes)

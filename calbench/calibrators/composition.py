@@ -44,6 +44,10 @@ class Composition(Calibrator):
         setattr(model, f"{step}_", getattr(self, f"{step}_").truncated(inner, value))
         return model
 
+    def certainty(self) -> str:
+        """The second step's: it makes the predictions."""
+        return self.second.certainty()
+
     def _fit(self, logits, y):
         self.first_ = clone(self.first).fit(logits, y)
         inner = probs_to_logits(self.first_.predict_proba(logits))

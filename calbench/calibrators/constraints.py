@@ -97,7 +97,8 @@ COUNT = Number(1, integer=True)
 #: parameter name -> what it may be, for every calibrator that has the parameter.
 CONSTRAINTS = {
     **dict.fromkeys(
-        ("alpha", "reg_lambda", "reg_mu", "tie_break", "weight_decay", "noise"), NON_NEGATIVE
+        ("alpha", "reg_lambda", "reg_mu", "tie_break", "weight_decay", "noise", "pseudo_count"),
+        NON_NEGATIVE,
     ),
     **dict.fromkeys(("bandwidth", "learning_rate", "tol"), POSITIVE),
     **dict.fromkeys(

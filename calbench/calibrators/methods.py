@@ -27,6 +27,19 @@ def method_configs() -> dict[str, dict]:
     return read_group("method")
 
 
+def bounded_variant(method: dict) -> str | None:
+    """The first method of the same calibrator that sets a pseudo-count bound
+    (`calbench.calibrators.bounds`), if ``method`` has none."""
+    if (method.get("params") or {}).get("pseudo_count"):
+        return None
+    for name, other in method_configs().items():
+        if other["calibrator"] == method["calibrator"] and (other.get("params") or {}).get(
+            "pseudo_count"
+        ):
+            return name
+    return None
+
+
 def method_grid(method: dict) -> dict[str, list]:
     """The method's grid with each value a list: a scalar is a one-point grid (the natural
     ``method.grid.n_neighbors=64``); an empty list is an error."""

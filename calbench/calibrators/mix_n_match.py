@@ -19,6 +19,7 @@ from scipy.optimize import minimize
 from sklearn.isotonic import IsotonicRegression
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.bounds import PseudoCountBound
 from calbench.calibrators.parametric import TemperatureScaling
 from calbench.simplex import softmax
 
@@ -75,17 +76,23 @@ class EnsembleTemperatureScaling(Calibrator):
         return np.tensordot(self.weights_, self._components(logits), axes=1)
 
 
-class MulticlassIsotonicRegression(Calibrator):
+class MulticlassIsotonicRegression(PseudoCountBound):
     """Multi-class isotonic regression (Zhang et al. 2020, IRM): one increasing map fitted
     to every (p_ij, 1[y_i = j]) pair at once, plus 1e-9 p to keep the order of ties, rows
     renormalised onto the simplex (Zhang et al.'s code does not renormalise).
 
     Parameters
     ----------
-    None
+    pseudo_count : float
+        Smooth the predictions as if this many evenly labelled samples were added to the
+        calibration set (`calbench.calibrators.bounds`); 0, Zhang et al.'s map (the
+        method ``irm``), gives confidences of exactly 1 where the top block is all hits.
     """
 
     input_kind = "probabilities"
+
+    def __init__(self, pseudo_count=0.0):
+        self.pseudo_count = pseudo_count
 
     def _fit(self, logits, y):
         probs = softmax(logits)

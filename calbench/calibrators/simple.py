@@ -15,6 +15,9 @@ class Uncalibrated(Calibrator):
     None
     """
 
+    #: The classifier's own scores: a logit gap beyond about 28 is a confidence of 1.
+    _certainty = "possible"
+
     def _fit(self, logits, y):
         pass
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import (
     BetaCalibrator,
     HistogramBinning,
     IsotonicCalibrator,
     OneVsRestCalibrator,
 )
+from calbench.calibrators.bounds import PseudoCountBound
 from calbench.calibrators.constraints import Choice
 from calbench.simplex import softmax
 
@@ -41,7 +41,7 @@ BINARY_MAPS: dict[str, type[OneVsRestCalibrator]] = {
 }
 
 
-class TopVersusAll(Calibrator):
+class TopVersusAll(PseudoCountBound):
     """A binary calibration map of the top-label confidence (Le Coz et al. 2024).
 
     The map is fitted on ``(max_j p_j, 1[argmax p = y])`` of the calibration data; at
@@ -64,6 +64,11 @@ class TopVersusAll(Calibrator):
         cuts equal-mass bins at interpolated quantiles where calbench's end at calibration
         scores, so about 1% of test confidences (those next to an edge) land in the
         neighbouring bin.
+    pseudo_count : float
+        Smooth the predictions as if this many evenly labelled samples were added to the
+        calibration set (`calbench.calibrators.bounds`): at 0 (the reference's) a top bin
+        or isotonic block of correct rows gives a confidence of exactly 1; the methods
+        ``tva_histbin`` and ``tva_isotonic`` use 1.
     """
 
     input_kind = "probabilities"
@@ -73,10 +78,11 @@ class TopVersusAll(Calibrator):
         "binning": Choice("equal_size", "equal_width"),
     }
 
-    def __init__(self, binary="isotonic", n_bins=15, binning="equal_size"):
+    def __init__(self, binary="isotonic", n_bins=15, binning="equal_size", pseudo_count=0.0):
         self.binary = binary
         self.n_bins = n_bins
         self.binning = binning
+        self.pseudo_count = pseudo_count
 
     def _binary_map(self) -> OneVsRestCalibrator:
         cls = BINARY_MAPS[self.binary]

@@ -123,3 +123,29 @@ def confidence_variance(probs, y=None) -> float:
         probs, np.zeros(len(probs), dtype=int) if y is None else y, "confidence_variance"
     )
     return float(p.max(axis=1).var())
+
+
+#: A true-class probability below this is a certainty the label refuted: each such row adds
+#: more than 20.7 nats to the summed log-loss.
+REFUTED_BELOW = 1e-9
+
+
+def wrong_certainties(probs, y, below=REFUTED_BELOW) -> float:
+    """How many rows gave their label a probability below ``below``: certainties the data
+    refuted, which dominate a log-loss (a probability of exactly 0 makes it about 708 per
+    row). Stored with every cell; tables mark the cells that have any.
+
+    Parameters
+    ----------
+    probs : ndarray of shape (n_samples, n_classes)
+    y : ndarray of shape (n_samples,), integer labels
+    below : float
+
+    Returns
+    -------
+    float
+        A count; 0 for calibrators that bound their outputs
+        (`calbench.calibrators.bounds`).
+    """
+    p, y = probs_and_labels(probs, y, "wrong_certainties")
+    return float((p[np.arange(len(y)), y] < below).sum())

@@ -13,6 +13,7 @@ import pandas as pd
 import calbench
 from calbench.criteria import TRAINED_PER_EPS
 from calbench.errors import CalbenchError
+from calbench.metrics.scoring import wrong_certainties
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import FoldPredictions
 from calbench.runner.selection import (
@@ -183,6 +184,7 @@ def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
             np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
         )
         values["inner_classes_missing"] = float(fit.inner_classes_missing)
+        values["wrong_certainties"] = wrong_certainties(fit.probs, fold.y_eval)
         if plan.criterion_name in TRAINED_PER_EPS and task.curve:
             # One fit per point of the curve, each scored at its own eps.
             for eps in task.direct_points:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import yaml
 from tabulate import tabulate
 
+from calbench.calibrators.bounds import bound_hint
+from calbench.calibrators.methods import bounded_variant
 from calbench.decision.family import CURVE_METRIC
+from calbench.metrics.scoring import REFUTED_BELOW
 from calbench.runner.cell import evaluate_cell, summarise
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import check_storage
@@ -54,6 +57,14 @@ def run_job(plan: CellPlan) -> str:
             f"{int(left_out.sum())} inner training part(s) in all (row inner_classes_missing):"
             " those grid points were rated by calibrators that never saw the class; "
             "protocol.inner_cv=stratified or fewer protocol.inner_folds avoid it."
+        )
+    wrong = rows.loc[rows["metric"] == "wrong_certainties", "value"].sum()
+    if wrong > 0:
+        print(
+            f"note: {int(wrong)} test row(s) gave their label a probability below "
+            f"{REFUTED_BELOW:g} (row wrong_certainties): certainties the data refuted, which "
+            "dominate the log-loss; tables mark this cell with ‡. "
+            + bound_hint(plan.template, bounded_variant(plan.spec.method))
         )
     print(f"rows: {path}")
     return cell_hash

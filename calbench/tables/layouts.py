@@ -55,6 +55,15 @@ class RankedTable:
     upper: np.ndarray | None = None
     tied_with_best: np.ndarray | None = None  # paired interval of the difference holds 0
     interval_note: str = ""
+    #: Values whose cells' predictions held wrong certainties, marked ‡, with the note
+    #: that says so (`calbench.tables.certainties`).
+    flagged: np.ndarray | None = None
+    flag_note: str = ""
+
+    @property
+    def caption(self) -> str:
+        """The title with the notes of its marks."""
+        return " ".join(t for t in (self.title, self.interval_note, self.flag_note) if t)
 
 
 def _mean_over_folds(rows: pd.DataFrame, index: str) -> pd.DataFrame:

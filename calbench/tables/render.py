@@ -13,7 +13,9 @@ import pandas as pd
 from calbench.tables.layouts import RankedTable
 
 
-def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None, tie_mark="†"):
+def _cells(
+    table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None, tie_mark="†", flag="‡"
+):
     body = []
     decimals = table.column_decimals or [table.decimals] * len(table.columns)
     for i, (group, label) in enumerate(table.row_labels):
@@ -36,6 +38,8 @@ def _cells(table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None, t
                 text += f" [{low:.{decimals[j]}f}, {high:.{decimals[j]}f}]"
                 if table.tied_with_best[i, j]:
                     text += tie_mark
+            if table.flagged is not None and table.flagged[i, j]:
+                text += flag
             if table.show_ranks and not math.isnan(rank):
                 text += rank_fmt(int(rank))
             cells.append(text)
@@ -54,8 +58,7 @@ def _group_label(groups, group, previous):
 def to_markdown(table: RankedTable) -> str:
     grouped = any(g for g, _ in table.row_labels)
     head = ([""] if grouped else []) + [""] + table.columns
-    title = f"{table.title} {table.interval_note}".strip()
-    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [f"**{table.caption}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     body = _cells(
         table, str, lambda t: f"**{t}**", lambda r: f"<sub>{r}</sub>", lambda t: f"<u>{t}</u>"
     )
@@ -85,6 +88,7 @@ def _latex_escape(text: str) -> str:
         ("_", r"\_"),
         ("#", r"\#"),
         ("†", r"\textdagger{}"),
+        ("‡", r"\textdaggerdbl{}"),
     ):
         text = text.replace(a, b)
     return text
@@ -97,7 +101,7 @@ def to_latex(table: RankedTable) -> str:
     lines = [
         r"\begin{table}[htbp]",
         r"\centering",
-        r"\caption{" + _latex_escape(f"{table.title} {table.interval_note}".strip()) + "}",
+        r"\caption{" + _latex_escape(table.caption) + "}",
         r"\label{tab:" + table.name.replace("_", "-") + "}",
         r"\begin{tabular}{" + "l" * n_lead + "r" * len(table.columns) + "}",
         r"\toprule",
@@ -111,6 +115,7 @@ def to_latex(table: RankedTable) -> str:
         lambda r: rf"$_{{{r}}}$",
         lambda t: rf"\underline{{{t}}}",
         tie_mark=r"$^\dagger$",
+        flag=r"$^\ddagger$",
     )
     previous = None
     for idx, (group, label, cells) in enumerate(body):
@@ -148,6 +153,7 @@ def to_csv(table: RankedTable) -> str:
                     "value": table.values[i, j],
                     "std": table.stds[i, j] if table.stds is not None else float("nan"),
                     "rank": table.ranks[i, j],
+                    "wrong_certainties": bool(table.flagged is not None and table.flagged[i, j]),
                     **_interval_record(table, i, j),
                 }
             )

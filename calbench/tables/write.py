@@ -21,6 +21,7 @@ from calbench.metrics import higher_is_better
 from calbench.runner.bootstrap import BootstrapSettings
 from calbench.runner.store import ResultStore, superseded_cells
 from calbench.tables.catalogue import build_table, layout_of
+from calbench.tables.certainties import mark_wrong_certainties
 from calbench.tables.curves import curve_frame
 from calbench.tables.generic import generic_specs
 from calbench.tables.intervals import add_intervals
@@ -112,7 +113,7 @@ def write_tables(
                     written += draw_curve(spec, curve_frame(spec, part), Path(results_dir))
                 built.append(spec["name"])
                 continue
-            table = build_table(spec, part, higher_is_better)
+            table = mark_wrong_certainties(build_table(spec, part, higher_is_better), part)
             if intervals is not None:
                 checksums = part.groupby("config_hash")["predictions_sha256"].first().to_dict()
                 table = add_intervals(table, store, checksums, intervals)
