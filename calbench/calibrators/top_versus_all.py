@@ -84,6 +84,12 @@ class TopVersusAll(PseudoCountBound):
         self.binning = binning
         self.pseudo_count = pseudo_count
 
+    def certainty(self) -> str:
+        """Beta calibration's sigmoid never reaches 0 or 1; binning and isotonic maps can."""
+        if self.binary == "beta" and self.pseudo_count <= 0:
+            return "never"
+        return super().certainty()
+
     def _binary_map(self) -> OneVsRestCalibrator:
         cls = BINARY_MAPS[self.binary]
         if cls is HistogramBinning:
