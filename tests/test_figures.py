@@ -168,3 +168,60 @@ def test_figures_draw_every_named_method_and_say_which_they_leave_out(tmp_path, 
 
     reliability = [p for p in paths if p.name == "default_reliability.png"][0]
     assert image.imread(reliability).shape[1] > 5 * 280  # five panels of 3 inches at 100 dpi
+
+
+def test_reliability_panels_wrap_at_five_a_row_in_the_named_order(monkeypatch, rng):
+    """Thirteen methods in one row were 3-cm panels whose bin counts overlapped: panels
+    wrap at five methods a row (each method's confidence above its class-1 panel), in the
+    order the user named them, and the figure's title says what is drawn."""
+    from types import SimpleNamespace
+
+    import calbench.plots.predictions as predictions
+
+    figures = []
+    monkeypatch.setattr(predictions, "save_figure", lambda fig, *a: figures.append(fig) or [])
+    methods = ["vs", "ts", "uncal", "beta", "dir", "knn_kl", "spline"]
+    probs = rng.dirichlet(np.ones(3), size=200)
+    y = rng.integers(0, 3, 200)
+    fold = SimpleNamespace(probs=probs, y=y)
+    task = predictions.Task("d", "none", {m: [fold] for m in methods}, "h")
+    shown, left_out = predictions.reliability_methods(task, chosen=True)
+    assert shown == methods and left_out == []
+    predictions.reliability_figures("e", task, None, ["png"], "e", shown=shown)
+    reliability, smooth, ks = figures
+    grid = reliability.axes[0].get_gridspec()
+    assert (grid.nrows, grid.ncols) == (4, 5)
+    titles = [ax.get_title() for ax in reliability.axes if ax.axison]
+    assert titles[:5] == [f"{m}: confidence" for m in methods[:5]]
+    assert titles[5:10] == [f"{m}: class 1" for m in methods[:5]]
+    assert titles[10:] == ["knn_kl: confidence", "spline: confidence"] + [
+        "knn_kl: class 1",
+        "spline: class 1",
+    ]
+    assert sum(not ax.axison for ax in reliability.axes) == 6  # the last row's empty places
+    assert "reliability diagrams" in reliability._suptitle.get_text()
+    assert smooth.axes[0].get_gridspec().nrows == 2 and ks.axes[0].get_gridspec().nrows == 4
+
+
+def test_ece_variance_ticks_do_not_run_into_each_other(rng):
+    import matplotlib.pyplot as plt
+
+    from calbench.plots.ks import ece_variance_scatter
+
+    table = pd.DataFrame(
+        {
+            "method": [f"m{i}" for i in range(14)],
+            "confidence_ece": rng.uniform(0.01, 0.05, 14),
+            "confidence_variance": rng.uniform(0.006, 0.025, 14),
+        }
+    )
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ece_variance_scatter(ax, table)
+    fig.canvas.draw()
+    assert len([t for t in ax.get_xticklabels() if t.get_text()]) <= 6
+    # 14 methods: 14 distinct (colour, marker) pairs
+    looks = {
+        (tuple(c.get_facecolor()[0]), c.get_paths()[0].vertices.tobytes()) for c in ax.collections
+    }
+    assert len(looks) == 14
+    plt.close(fig)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.ticker import MaxNLocator
 
 from calbench.metrics.ks import cumulative_curves, ks_scores
 
@@ -54,6 +55,9 @@ def ece_variance_scatter(ax, table, ece="confidence_ece", variance="confidence_v
             linewidths=0.3,
         )
     ax.set_xlabel("variance of confidences")
-    ax.set_ylabel(f"log {ece}")
+    ax.set_ylabel(f"ln {ece}")
+    # Variances are small numbers: long tick labels ran into each other at the default.
+    ax.xaxis.set_major_locator(MaxNLocator(5))
+    ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
     ax.legend(fontsize=6, ncol=2, loc="center left", bbox_to_anchor=(1.02, 0.5))
     return ax

@@ -123,6 +123,12 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
     for ax in axes[n:]:
         ax.set_axis_off()
     colour_key(axes[n] if len(axes) > n else fig.add_axes((0.92, 0.1, 0.12, 0.25)))
+    fig.suptitle(
+        f"{experiment}: {task.label}, each method's calibration map on the simplex "
+        "(arrows: from p to the calibrated p)",
+        fontsize=11,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 1 - _TITLE_ROOM / fig.get_figheight()))
     return save_figure(fig, out_dir, f"{stem}_simplex_maps", formats)
 
 
@@ -132,12 +138,57 @@ DEFAULT_PANELS = 4
 
 def reliability_methods(task: Task, chosen: bool = False) -> tuple[list[str], list[str]]:
     """(drawn, left out): the methods of a task's reliability figures. Chosen methods
-    (``--methods``) are all drawn; otherwise Valk's (`RELIABILITY_METHODS`) come first and
-    the others fill up to `DEFAULT_PANELS`."""
+    (``--methods``) are all drawn, in the order named; otherwise Valk's
+    (`RELIABILITY_METHODS`) come first and the others fill up to `DEFAULT_PANELS`."""
+    if chosen:
+        return list(task.folds), []
     preferred = [m for m in RELIABILITY_METHODS if m in task.folds]
     ordered = preferred + [m for m in task.folds if m not in preferred]
-    keep = len(ordered) if chosen else DEFAULT_PANELS
-    return ordered[:keep], ordered[keep:]
+    return ordered[:DEFAULT_PANELS], ordered[DEFAULT_PANELS:]
+
+
+#: Methods per row of a figure: beyond five, panels wrap onto further rows (13 methods in
+#: one row made 3-cm panels whose bin counts overlapped).
+PANELS_PER_ROW = 5
+
+
+def _method_panels(n_methods: int, rows_per_method: int, height: float):
+    """A figure whose methods wrap onto rows of at most `PANELS_PER_ROW`, each method a
+    column of ``rows_per_method`` panels: (figure, each method's axes, top to bottom)."""
+    cols = min(n_methods, PANELS_PER_ROW)
+    blocks = -(-n_methods // cols)
+    fig, axes = plt.subplots(
+        blocks * rows_per_method,
+        cols,
+        figsize=(3.0 * cols, height * blocks * rows_per_method),
+        squeeze=False,
+    )
+    per_method = []
+    for j in range(n_methods):
+        block, col = divmod(j, cols)
+        top = block * rows_per_method
+        per_method.append([axes[top + r, col] for r in range(rows_per_method)])
+    for j in range(n_methods, blocks * cols):  # the last row's empty places
+        block, col = divmod(j, cols)
+        for r in range(rows_per_method):
+            axes[block * rows_per_method + r, col].set_axis_off()
+    return fig, per_method
+
+
+#: Room for the legend below a figure's panels and for its title above them, in inches.
+_LEGEND_ROOM = 0.3
+_TITLE_ROOM = 0.35
+
+
+def _finish(fig, title: str, legend_from=None) -> None:
+    """The task as the figure's title; ``legend_from``'s legend below the panels, where it
+    covers none."""
+    fig.suptitle(title, fontsize=10)
+    height = fig.get_figheight()
+    bottom = 0.0 if legend_from is None else _LEGEND_ROOM / height
+    fig.tight_layout(rect=(0, bottom, 1, 1 - _TITLE_ROOM / height))
+    if legend_from is not None:
+        figure_legend(fig, legend_from)
 
 
 def reliability_figures(
@@ -145,14 +196,15 @@ def reliability_figures(
 ) -> list[Path]:
     """Confidence and class-1 reliability diagrams (with ``bands``, a `BootstrapSettings`:
     each bar's bootstrap interval), smoothed reliability diagrams and KS graphs of the
-    ``shown`` methods (default: `reliability_methods`)."""
+    ``shown`` methods (default: `reliability_methods`), at most `PANELS_PER_ROW` a row."""
     shown = shown or reliability_methods(task)[0]
-    fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.6), squeeze=False)
-    for j, method in enumerate(shown):
+    title = f"{experiment}: {task.label}"
+    fig, panels = _method_panels(len(shown), 2, 3.3)
+    for method, axes in zip(shown, panels, strict=True):
         probs, y = task.pooled(method)
-        for row, (index, what) in enumerate([(None, "confidence"), (0, "class 1")]):
+        for ax, (index, what) in zip(axes, [(None, "confidence"), (0, "class 1")], strict=True):
             reliability_diagram(
-                axes[row, j],
+                ax,
                 probs,
                 y,
                 class_index=index,
@@ -160,26 +212,26 @@ def reliability_figures(
                 bands=bands,
                 legend=False,
             )
-    fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    figure_legend(fig, axes[0, 0])
+    _finish(
+        fig,
+        f"{title}: reliability diagrams, 10 equal-width bins (each method: the confidence "
+        "above, class 1 below)",
+        panels[0][0],
+    )
     paths = save_figure(fig, out_dir, f"{stem}_reliability", formats)
 
-    fig, axes = plt.subplots(1, len(shown), figsize=(3.0 * len(shown), 3.4), squeeze=False)
-    for j, method in enumerate(shown):
+    fig, panels = _method_panels(len(shown), 1, 3.4)
+    for method, (ax,) in zip(shown, panels, strict=True):
         probs, y = task.pooled(method)
-        smooth_reliability_diagram(axes[0, j], probs, y, title=method, legend=False)
-    fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    figure_legend(fig, axes[0, 0])
+        smooth_reliability_diagram(ax, probs, y, title=method, legend=False)
+    _finish(fig, f"{title}: smoothed reliability diagrams (Błasiok and Nakkiran)", panels[0][0])
     paths += save_figure(fig, out_dir, f"{stem}_smooth_reliability", formats)
 
-    fig, axes = plt.subplots(2, len(shown), figsize=(3.0 * len(shown), 6.0), squeeze=False)
-    for j, method in enumerate(shown):
+    fig, panels = _method_panels(len(shown), 2, 3.0)
+    for method, (top, bottom) in zip(shown, panels, strict=True):
         probs, y = task.pooled(method)
-        ks_curves(axes[0, j], axes[1, j], probs, y, title=method)
-    fig.suptitle(f"{experiment}: {task.label}", fontsize=10)
-    fig.tight_layout()
+        ks_curves(top, bottom, probs, y, title=method)
+    _finish(fig, f"{title}: KS calibration graphs of the top-1 score (Gupta et al. Fig. 1)")
     return paths + save_figure(fig, out_dir, f"{stem}_ks_curves", formats)
 
 

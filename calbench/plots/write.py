@@ -138,7 +138,7 @@ def write_figures(
             )
     paths = []
     tasks, n_tasks = stored_tasks(
-        store, stored, methods, order=swept_methods(experiment), limit=max_tasks
+        store, stored, methods, order=methods or swept_methods(experiment), limit=max_tasks
     )
     if n_tasks > max_tasks:
         print(
