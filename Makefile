@@ -77,7 +77,7 @@ bench:
 	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_venn_abers.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_tables.py --out $(RESULTS)/bench
-	$(PYTHON) benchmarks/bench_presets.py --data-dir $(DATA) --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_presets.py --one-job --data-dir $(DATA) --out $(RESULTS)/bench
 	cat $(RESULTS)/bench/dirichlet.md $(RESULTS)/bench/neighbourhood.md \
 	    $(RESULTS)/bench/hoki.md $(RESULTS)/bench/venn_abers.md $(RESULTS)/bench/tables.md \
 	    $(RESULTS)/bench/presets.md > $(RESULTS)/bench/summary.md

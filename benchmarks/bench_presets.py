@@ -9,7 +9,9 @@ fresh, as for a user) into a temporary results folder; presets whose data are ab
 ``--data-dir`` are listed as skipped. The classifier-score cache of kull_uci is kept in
 ``--data-dir`` as a user's would be, so its second run is faster: pass an empty data
 folder with the files installed for a from-scratch figure. Writes <out>/presets.csv and
-<out>/presets.md.
+<out>/presets.md. ``--one-job`` also runs each preset with ``hydra.launcher.n_jobs=1`` (the
+cells one by one, as sweeps ran before the parallel launcher was the default) and reports
+the ratio of the two wall times, measured in the same session.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def main() -> None:
     # kull_uci (42 min on 2 cores) only when asked for.
     parser.add_argument("--presets", default=",".join(p for p in PRESETS if p != "kull_uci"))
     parser.add_argument("--out", default="results/bench")
+    parser.add_argument("--one-job", action="store_true", help="also time n_jobs=1")
     args = parser.parse_args()
     rows, skipped = [], []
     for preset in [p for p in args.presets.split(",") if p]:
@@ -74,14 +77,22 @@ def main() -> None:
         if not present(needs, args.data_dir):
             skipped.append(f"{preset} ({needs} absent from {args.data_dir})")
             continue
+        if args.one_job:
+            with tempfile.TemporaryDirectory() as tmp:
+                one = run_preset(
+                    preset, (*overrides, "hydra.launcher.n_jobs=1"), args.data_dir, Path(tmp)
+                )
+            rows.append({"preset": preset, "method": "(wall time, one job)", "seconds": one})
         with tempfile.TemporaryDirectory() as tmp:
             wall = run_preset(preset, overrides, args.data_dir, Path(tmp))
             stored = ResultStore(tmp).read(preset)
         fit = stored.groupby(["method", "config_hash", "fold"])["fit_seconds"].first()
         per_method = fit.groupby(level="method").sum().sort_values(ascending=False)
-        rows.append({"preset": preset, "method": "(wall time)", "seconds": wall})
+        rows.append({"preset": preset, "method": "(wall time, every core)", "seconds": wall})
         rows += [{"preset": preset, "method": m, "seconds": s} for m, s in per_method.items()]
         print(f"{preset}: {wall:.1f} s wall; slowest fits: {per_method.head(3).round(1).to_dict()}")
+        if args.one_job:
+            print(f"{preset}: one job {one:.1f} s, every core {wall:.1f} s ({one / wall:.2f}x)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(rows)

@@ -95,6 +95,7 @@ def test_ctrl_c_after_the_first_cell_prints_one_line_and_exits_130(tmp_path, mon
                 "method=ts,vs,bcts",
                 f"results_dir={tmp_path}",
                 "hydra.sweep.dir=" + str(tmp_path / "sweep"),
+                "hydra.launcher.n_jobs=1",  # in this process, where the patch is
             ]
         )
     err = capsys.readouterr().err

@@ -51,10 +51,11 @@ def _run(argv: list[str]) -> None:
     import hydra
     from omegaconf import DictConfig
 
-    from calbench.runner.job import run_job
+    from calbench.runner.job import found_stored, run_job
 
     @hydra.main(version_base="1.3", config_path="pkg://calbench.conf", config_name="config")
-    def app(cfg: DictConfig) -> None:
+    def app(cfg: DictConfig) -> dict:
+        """One cell; what it returns is the sweep's progress line's (the launcher's)."""
         from hydra.core.hydra_config import HydraConfig
 
         from calbench.runner.checks import check_experiment_choice
@@ -62,7 +63,9 @@ def _run(argv: list[str]) -> None:
 
         try:
             check_experiment_choice(HydraConfig.get().runtime.choices.get("experiment"))
-            run_job(plan_cell(cfg))
+            plan = plan_cell(cfg)
+            stored_before = found_stored(plan)
+            return {"cell": run_job(plan), "stored_before": stored_before}
         except CalbenchError as exc:
             # SystemExit passes through Hydra's error reporting: one line, no traceback.
             fail(str(exc))

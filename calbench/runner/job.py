@@ -15,11 +15,17 @@ from calbench.runner.predictions import check_storage
 from calbench.runner.store import ResultStore
 
 
+def found_stored(plan: CellPlan) -> bool:
+    """Whether `run_job` will skip the cell: stored, and ``force`` not set."""
+    run = plan.spec.run
+    return ResultStore(run["results_dir"]).has(plan.hash) and not run["force"]
+
+
 def run_job(plan: CellPlan) -> str:
     """Run (or skip) the planned cell; returns its config hash."""
     run, cell_hash, label = plan.spec.run, plan.hash, plan.label
     store = ResultStore(run["results_dir"])
-    if store.has(cell_hash) and not run["force"]:
+    if found_stored(plan):
         print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
         return cell_hash
     storage = run["predictions"]

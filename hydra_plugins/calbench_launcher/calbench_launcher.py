@@ -1,0 +1,144 @@
+"""calbench's Hydra launcher: a sweep's cells run in parallel on the machine's cores.
+
+Each cell is one job. With ``n_jobs`` above 1 the jobs run in worker processes (joblib's
+loky backend, as Hydra's joblib launcher uses); ``n_jobs=-1`` (the default) takes every core
+joblib sees, ``n_jobs=1`` runs the cells one after another in the calling process (Hydra's
+basic launcher). Loky gives each worker ``cores // n_jobs`` BLAS and OpenMP threads, so the
+jobs and their matrix products do not oversubscribe the machine. As each cell ends the
+launcher prints one line: cells finished of all, how many were found already stored, the
+time spent and an estimate of the rest. A cell's numbers do not depend on ``n_jobs``
+(tests/test_parallel_sweeps.py); pick it with ``hydra.launcher.n_jobs=N``.
+"""
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup_globals
+from hydra.plugins.launcher import Launcher
+from omegaconf import open_dict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CalbenchLauncherConf:
+    _target_: str = "hydra_plugins.calbench_launcher.calbench_launcher.CalbenchLauncher"
+    #: Cells at once: -1 every core, 1 one by one in this process.
+    n_jobs: int = -1
+    #: A line per finished cell (done, found stored, elapsed, to go).
+    progress: bool = True
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="calbench", node=CalbenchLauncherConf)
+
+
+def _run_one(idx: int, overrides, hydra_context, config, task_function, singleton_state):
+    """One job, where it runs (a worker process, or this one): its sweep config composed
+    and Hydra's job run, as Hydra's launchers do. Returns (idx, its JobReturn)."""
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
+        sweep_config.hydra.job.num = idx
+    HydraConfig.instance().set_config(sweep_config)
+    ret = run_job(
+        hydra_context=hydra_context,
+        config=sweep_config,
+        task_function=task_function,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
+    return idx, ret
+
+
+def workers(n_jobs: int, n_cells: int) -> int:
+    """How many cells run at once: ``n_jobs`` (-1: every core), never more than cells."""
+    from joblib import cpu_count
+
+    wanted = cpu_count() if n_jobs == -1 else n_jobs
+    if wanted < 1:
+        raise ValueError(f"hydra.launcher.n_jobs must be -1 (every core) or >= 1; got {n_jobs}.")
+    return max(1, min(wanted, n_cells))
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class Progress:
+    """Finished cells of a sweep, and the line that reports them."""
+
+    def __init__(self, total: int, jobs: int, show: bool):
+        self.total, self.jobs, self.show = total, jobs, show
+        self.done = self.stored = 0
+        self.started = time.perf_counter()
+
+    def finished(self, ret: JobReturn) -> None:
+        self.done += 1
+        value = ret.return_value if ret.status == JobStatus.COMPLETED else None
+        self.stored += bool(isinstance(value, dict) and value.get("stored_before"))
+        if not self.show:
+            return
+        elapsed = time.perf_counter() - self.started
+        ran = self.done - self.stored
+        line = (
+            f"[sweep] {self.done}/{self.total} cells ({self.stored} found stored) | "
+            f"{_clock(elapsed)} elapsed on {self.jobs} job(s)"
+        )
+        if ran and self.done < self.total:
+            # Cells found stored cost nothing; the rest take about what the ones run took.
+            line += f" | about {_clock(elapsed / self.done * (self.total - self.done))} to go"
+        print(line, flush=True)
+
+
+class CalbenchLauncher(Launcher):
+    def __init__(self, n_jobs: int = -1, progress: bool = True) -> None:
+        self.n_jobs, self.progress = n_jobs, progress
+        self.config = self.task_function = self.hydra_context = None
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.config, self.task_function = config, task_function
+        self.hydra_context = hydra_context
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        jobs = workers(int(self.n_jobs), len(job_overrides))
+        log.info(f"calbench launcher: {len(job_overrides)} cells on {jobs} job(s)")
+        args: list[tuple[Any, ...]] = [
+            (
+                initial_job_idx + i,
+                overrides,
+                self.hydra_context,
+                self.config,
+                self.task_function,
+                Singleton.get_state(),
+            )
+            for i, overrides in enumerate(job_overrides)
+        ]
+        progress = Progress(len(args), jobs, self.progress)
+        results: dict[int, JobReturn] = {}
+        if jobs == 1:
+            finished = (_run_one(*a) for a in args)
+        else:
+            from joblib import Parallel, delayed
+
+            parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
+            finished = parallel(delayed(_run_one)(*a) for a in args)
+        for idx, ret in finished:
+            results[idx] = ret
+            progress.finished(ret)
+        return [results[initial_job_idx + i] for i in range(len(args))]
