@@ -1,5 +1,6 @@
 """The command line as a user meets it (subprocesses, small synthetic data)."""
 
+import re
 import subprocess
 import sys
 
@@ -132,7 +133,8 @@ def test_valk_real_names_the_missing_logits(tmp_path):
         f"results_dir={tmp_path}",
     )
     assert out.returncode == 2
-    assert "probs_densenet40_c10_logits.p' does not exist" in out.stderr
+    # The cells run in parallel: the first to fail names its own file (any of the sweep's).
+    assert re.search(r"probs_\w+_logits\.p' does not exist", out.stderr), out.stderr
     assert "Traceback" not in out.stderr
 
 
