@@ -50,6 +50,14 @@ def test_the_default_uses_every_core_and_says_what_it_found_stored(tmp_path):
     assert "to go" not in again.stdout.splitlines()[-1]
 
 
+def test_a_bad_n_jobs_is_one_line(tmp_path):
+    out = calbench(
+        "run", "-m", "method=ts,vs", "hydra.launcher.n_jobs=0", f"results_dir={tmp_path}"
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "hydra.launcher.n_jobs must be -1 (every core) or >= 1; got 0" in out.stderr
+
+
 def test_workers_are_the_cores_but_never_more_than_the_cells():
     from joblib import cpu_count
 

@@ -37,8 +37,8 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     _certainty = "never"
 
     def certainty(self) -> str:
-        """ "never", "possible" or "bounded" (see ``_certainty``); a test checks each
-        calibrator's claim on the published DenseNet-40 file and on synthetic data."""
+        """One of "never", "possible" or "bounded" (see ``_certainty``); a test checks
+        each calibrator's claim on the published DenseNet-40 file and on synthetic data."""
         return self._certainty
 
     def run_input_keys(self, name: str) -> list[str]:

@@ -128,6 +128,8 @@ def confidence_variance(probs, y=None) -> float:
 #: A true-class probability below this is a certainty the label refuted: each such row adds
 #: more than 20.7 nats to the summed log-loss.
 REFUTED_BELOW = 1e-9
+#: How tables (and a run's note) mark a cell with such rows (`calbench.tables.certainties`).
+REFUTED_MARK = "‡"
 
 
 def wrong_certainties(probs, y, below=REFUTED_BELOW) -> float:

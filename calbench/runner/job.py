@@ -8,7 +8,7 @@ from tabulate import tabulate
 from calbench.calibrators.bounds import bound_hint
 from calbench.calibrators.methods import bounded_variant
 from calbench.decision.family import CURVE_METRIC
-from calbench.metrics.scoring import REFUTED_BELOW
+from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
 from calbench.runner.cell import evaluate_cell, summarise
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import check_storage
@@ -69,7 +69,7 @@ def run_job(plan: CellPlan) -> str:
         print(
             f"note: {int(wrong)} test row(s) gave their label a probability below "
             f"{REFUTED_BELOW:g} (row wrong_certainties): certainties the data refuted, which "
-            "dominate the log-loss; tables mark this cell with ‡. "
+            f"dominate the log-loss; tables mark this cell with {REFUTED_MARK}. "
             + bound_hint(plan.template, bounded_variant(plan.spec.method))
         )
     print(f"rows: {path}")

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from calbench.metrics.scoring import REFUTED_BELOW
+from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
 from calbench.tables.layouts import RankedTable
 
-MARK = "‡"
+MARK = REFUTED_MARK
 
 
 def mark_wrong_certainties(table: RankedTable, rows: pd.DataFrame) -> RankedTable:

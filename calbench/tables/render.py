@@ -10,11 +10,12 @@ import math
 
 import pandas as pd
 
+from calbench.tables.certainties import MARK
 from calbench.tables.layouts import RankedTable
 
 
 def _cells(
-    table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None, tie_mark="†", flag="‡"
+    table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None, tie_mark="†", flag=MARK
 ):
     body = []
     decimals = table.column_decimals or [table.decimals] * len(table.columns)
@@ -88,7 +89,7 @@ def _latex_escape(text: str) -> str:
         ("_", r"\_"),
         ("#", r"\#"),
         ("†", r"\textdagger{}"),
-        ("‡", r"\textdaggerdbl{}"),
+        (MARK, r"\textdaggerdbl{}"),
     ):
         text = text.replace(a, b)
     return text

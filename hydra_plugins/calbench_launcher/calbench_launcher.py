@@ -11,6 +11,7 @@ time spent and an estimate of the rest. A cell's numbers do not depend on ``n_jo
 """
 
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,7 +117,11 @@ class CalbenchLauncher(Launcher):
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-        jobs = workers(int(self.n_jobs), len(job_overrides))
+        try:
+            jobs = workers(int(self.n_jobs), len(job_overrides))
+        except ValueError as exc:  # one line, as calbench's other errors (no traceback)
+            print(f"calbench: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         log.info(f"calbench launcher: {len(job_overrides)} cells on {jobs} job(s)")
         args: list[tuple[Any, ...]] = [
             (
