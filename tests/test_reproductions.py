@@ -32,7 +32,7 @@ def test_valk_synthetic_table1_ordering(tmp_path):
         "uncal",
         "ts",
         "dir",
-        "iop_full",
+        "iop_full_plain",
         "dec",
         "forest_t100_b32",
         "knn_euc_k512",
