@@ -123,12 +123,11 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
     for ax in axes[n:]:
         ax.set_axis_off()
     colour_key(axes[n] if len(axes) > n else fig.add_axes((0.92, 0.1, 0.12, 0.25)))
-    fig.suptitle(
+    _finish(
+        fig,
         f"{experiment}: {task.label}, each method's calibration map on the simplex "
         "(arrows: from p to the calibrated p)",
-        fontsize=11,
     )
-    fig.tight_layout(rect=(0, 0, 1, 1 - _TITLE_ROOM / fig.get_figheight()))
     return save_figure(fig, out_dir, f"{stem}_simplex_maps", formats)
 
 
@@ -198,10 +197,11 @@ def reliability_figures(
     each bar's bootstrap interval), smoothed reliability diagrams and KS graphs of the
     ``shown`` methods (default: `reliability_methods`), at most `PANELS_PER_ROW` a row."""
     shown = shown or reliability_methods(task)[0]
+    pooled = {m: task.pooled(m) for m in shown}  # stacked once for the three figures
     title = f"{experiment}: {task.label}"
     fig, panels = _method_panels(len(shown), 2, 3.3)
     for method, axes in zip(shown, panels, strict=True):
-        probs, y = task.pooled(method)
+        probs, y = pooled[method]
         for ax, (index, what) in zip(axes, [(None, "confidence"), (0, "class 1")], strict=True):
             reliability_diagram(
                 ax,
@@ -222,14 +222,14 @@ def reliability_figures(
 
     fig, panels = _method_panels(len(shown), 1, 3.4)
     for method, (ax,) in zip(shown, panels, strict=True):
-        probs, y = task.pooled(method)
+        probs, y = pooled[method]
         smooth_reliability_diagram(ax, probs, y, title=method, legend=False)
     _finish(fig, f"{title}: smoothed reliability diagrams (Błasiok and Nakkiran)", panels[0][0])
     paths += save_figure(fig, out_dir, f"{stem}_smooth_reliability", formats)
 
     fig, panels = _method_panels(len(shown), 2, 3.0)
     for method, (top, bottom) in zip(shown, panels, strict=True):
-        probs, y = task.pooled(method)
+        probs, y = pooled[method]
         ks_curves(top, bottom, probs, y, title=method)
     _finish(fig, f"{title}: KS calibration graphs of the top-1 score (Gupta et al. Fig. 1)")
     return paths + save_figure(fig, out_dir, f"{stem}_ks_curves", formats)

@@ -24,10 +24,10 @@ def found_stored(plan: CellPlan) -> bool:
 def run_job(plan: CellPlan) -> str:
     """Run (or skip) the planned cell; returns its config hash."""
     run, cell_hash, label = plan.spec.run, plan.hash, plan.label
-    store = ResultStore(run["results_dir"])
     if found_stored(plan):
         print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
         return cell_hash
+    store = ResultStore(run["results_dir"])
     storage = run["predictions"]
     check_storage(storage)  # before the work, not after
     rows, predictions = evaluate_cell(plan)
