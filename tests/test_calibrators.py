@@ -117,6 +117,70 @@ def test_odir_minimises_kull_objective(rng, name):
     np.testing.assert_allclose(ours.predict_proba(z), softmax(x @ w.T + b), atol=1e-4)
 
 
+#: (lambda, mu) of the start tests: Kull's weakest and strongest grid corners, and the
+#: default strength (None), where the off-diagonal penalty pins the weights.
+_STRENGTHS = [(1e-2, 1e-2), (1e3, 1e3), (None, None)]
+
+
+@pytest.mark.parametrize("name", ["dir_odir", "ms_odir"])
+@pytest.mark.parametrize(("lam", "mu"), _STRENGTHS)
+@pytest.mark.parametrize("start", ["auto", "diagonal", "temperature"])
+def test_every_lbfgs_start_reaches_the_minimum_the_identity_start_reaches(
+    rng, name, lam, mu, start
+):
+    """Above 36 classes L-BFGS fits the map; where it starts moves the answer only within
+    the optimiser's tolerance (the objective is convex)."""
+    z, y = _many_classes(rng, 1600, 40)
+    strengths = {} if lam is None else {"reg_lambda": lam, "reg_mu": mu}
+    fit, test = slice(0, 800), slice(800, None)
+    plain = make_calibrator(name, start="identity", **strengths).fit(z[fit], y[fit])
+    ours = make_calibrator(name, start=start, **strengths).fit(z[fit], y[fit])
+    assert ours.loss_ <= plain.loss_ + 1e-7
+    a, b = ours.predict_proba(z[test]), plain.predict_proba(z[test])
+    held_out = _nll(np.clip(a, 1e-300, 1), y[test]), _nll(np.clip(b, 1e-300, 1), y[test])
+    assert held_out[0] == pytest.approx(held_out[1], rel=1e-3)
+    if lam != 1e-2:
+        # The weakest corner nearly separates the 800 samples with 1640 weights (training
+        # log-loss 0.018, held-out 18): flat directions leave test rows free to differ.
+        np.testing.assert_allclose(a, b, atol=2e-3)
+
+
+def test_the_diagonal_start_is_the_minimum_over_diagonal_maps(rng):
+    """`_diagonal_minimum` against the plain numpy objective of Kull sec. 3 with W held
+    diagonal, minimised by BFGS from finite differences."""
+    from calbench.calibrators.parametric import _diagonal_minimum
+
+    k, lam, mu = 4, 3.0, 0.5
+    z, y = overconfident_logits(rng, 500, k)
+    cal = make_calibrator("ms_odir", reg_lambda=lam, reg_mu=mu)
+    cal._resolve_strengths(*z.shape)
+    d, b = _diagonal_minimum(z, y, 2.0, cal._penalty_weights(k), tol=1e-9, max_iter=500)
+
+    def restricted(theta):
+        return _odir_objective(
+            np.concatenate([np.diag(theta[:k]).ravel(), theta[k:]]), z, y, k, lam, mu
+        )
+
+    ref = minimize(
+        restricted, np.r_[np.ones(k), np.zeros(k)], method="BFGS", options={"gtol": 1e-9}
+    )
+    assert restricted(np.r_[d, b]) <= ref.fun + 1e-10
+    np.testing.assert_allclose(np.r_[d, b], ref.x, atol=1e-4)
+
+
+def test_auto_starts_at_the_diagonal_only_where_the_penalty_pins_the_rest(rng):
+    from calbench.calibrators.parametric import DIAGONAL_START_RATIO, _diagonal_dominates
+
+    z, _ = _many_classes(rng, 400, 40)
+    weights = np.zeros((40, 41))
+    p = softmax(z)
+    curvature = np.mean((p * (1 - p)).sum(axis=1) * (z**2).sum(axis=1)) / 40**2
+    for factor, pinned in [(0.5, False), (2.0, True)]:
+        weights[:, :40] = factor * DIAGONAL_START_RATIO * curvature
+        assert _diagonal_dominates(z, z, weights) is pinned
+    assert not _diagonal_dominates(z, z, np.zeros((40, 41)))
+
+
 @pytest.mark.parametrize(
     ("name", "lam", "mu"),
     [

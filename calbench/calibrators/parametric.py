@@ -96,6 +96,10 @@ class ParametricCalibrator(Calibrator):
     def _initial_params(self, n_classes: int) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
+    def _starting_params(self, logits: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        """Where L-BFGS starts a fit that has no previous solution to start from."""
+        return self._initial_params(logits.shape[1])
+
     def _forward(self, params: dict, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
@@ -108,7 +112,7 @@ class ParametricCalibrator(Calibrator):
     def _fit(self, logits, y):
         criterion = get_criterion(self.criterion)
         x = self._fitting_features(logits)
-        init = self._initial_params(logits.shape[1])
+        init = self._starting_params(logits, y)
         if self.warm_start and getattr(self, "n_iter_", None) is not None:
             # Start from the previous fit (e.g. the neighbouring point of a grid): the
             # objectives are convex, so only the number of iterations changes.
@@ -284,6 +288,44 @@ class VectorScaling(TemperatureScaling):
         return {"coef_": (grad_out * x).sum(axis=0), "intercept_": grad_out.sum(axis=0)}
 
 
+#: ``start="auto"`` begins at the diagonal minimum where an off-diagonal weight's penalty is
+#: at least this many times the log-loss's curvature in it (see `MatrixScaling`).
+DIAGONAL_START_RATIO = 10.0
+
+
+def _diagonal_dominates(x, scaled_logits, weights) -> bool:
+    """Whether the penalty pins the off-diagonal weights: its mean weight on them against
+    the log-loss's mean second derivative in one weight ``w_ij`` at the temperature, about
+    ``mean over samples of p_i (1 - p_i) x_j^2`` averaged over i and j."""
+    k = x.shape[1]
+    off = ~np.eye(k, dtype=bool)
+    penalty = weights[:, :k][off].mean() if k > 1 else 0.0
+    p = softmax(scaled_logits)
+    curvature = np.mean((p * (1 - p)).sum(axis=1) * (x**2).sum(axis=1)) / k**2
+    return bool(penalty >= DIAGONAL_START_RATIO * curvature)
+
+
+def _diagonal_minimum(x, y, temperature, weights, *, tol, max_iter):
+    """``(d, b)`` minimising the log-loss of ``softmax(x * d + b)`` plus the matrix map's
+    penalty on its diagonal and intercepts (``weights``: `MatrixScaling._penalty_weights`),
+    by L-BFGS from ``d = 1 / temperature``, ``b = 0``: the matrix map's objective with
+    ``W = diag(d)``."""
+    k = x.shape[1]
+    on_diagonal, on_intercept = np.diag(weights[:, :k]).copy(), weights[:, k].copy()
+
+    def objective(theta):
+        d, b = theta[:k], theta[k:]
+        value, grad = get_criterion("nll")(x * d + b, y)
+        value += on_diagonal @ d**2 + on_intercept @ b**2
+        d_grad = (grad * x).sum(axis=0) + 2 * on_diagonal * d
+        return value, np.concatenate([d_grad, grad.sum(axis=0) + 2 * on_intercept * b])
+
+    theta0 = np.concatenate([np.full(k, 1.0 / temperature), np.zeros(k)])
+    options = {"maxiter": max_iter, "maxcor": 20, "gtol": tol, "ftol": tol * 1e-4}
+    result = minimize(objective, theta0, jac=True, method="L-BFGS-B", options=options)
+    return result.x[:k], result.x[k:]
+
+
 class MatrixScaling(ParametricCalibrator):
     r"""``softmax(W z + b)`` on logits, with optional L2 or ODIR regularisation.
 
@@ -346,6 +388,27 @@ class MatrixScaling(ParametricCalibrator):
         "auto": Newton's method (`calbench.calibrators.newton`) for the log-loss with at
         most 36 classes, where the Hessian is small and L-BFGS can stall on badly scaled
         inputs; L-BFGS otherwise.
+    start : {"auto", "diagonal", "temperature", "identity"}
+        Where an L-BFGS fit of the log-loss begins (Newton always begins at the identity,
+        a warm start at the previous solution). The objective is convex, so every start
+        reaches its minimum; they differ in the length of the path, and their answers
+        agree to the optimiser's tolerance, not to the last bit.
+
+        - ``"temperature"``: ``W = I / T``, ``b = 0``, ``T`` the temperature scaling fit
+          (one scalar; ``softmax(ln p / T) = softmax(z / T)`` serves both families).
+        - ``"diagonal"``: the minimum of this objective with ``W`` held diagonal, found
+          from the temperature at O(n k) a step instead of the full map's O(n k^2).
+        - ``"auto"`` (default): ``"diagonal"`` where the penalty on an off-diagonal weight
+          is at least `DIAGONAL_START_RATIO` times the log-loss's mean curvature in one
+          weight at the temperature (the data can hardly move those weights, so the
+          diagonal problem is nearly the whole one), else ``"temperature"``.
+        - ``"identity"``: the uncalibrated map, as dirichletcal starts.
+
+        Measured (seconds / L-BFGS steps, 2 cores; benchmarks/bench_dirichlet.py data):
+        ImageNet shape 25000 x 1000, ms_odir at the default strengths: identity 252 /
+        183, temperature 70 / 50, diagonal 32 / 10. CIFAR-100 shape 5000 x 100,
+        lambda = mu = 1000: dir_odir identity 1.54 / 158, temperature 0.83 / 91,
+        diagonal 1.31 / 118; ms_odir 0.59 / 56, 0.25 / 23, 0.40 / 27.
     device : str
         Where L-BFGS fits compute the log-loss and its gradient, as for
         `TemperatureScaling`; Newton fits (at most 36 classes) stay on the CPU.
@@ -363,9 +426,11 @@ class MatrixScaling(ParametricCalibrator):
         solver="auto",
         penalise_intercept=False,
         reference_class=False,
+        start="auto",
         device="cpu",
     ):
         self.device = device
+        self.start = start
         self.regularization = regularization
         self.reference_class = reference_class
         self.reg_lambda = reg_lambda
@@ -382,10 +447,29 @@ class MatrixScaling(ParametricCalibrator):
         "reg_mu": AutoOr(NON_NEGATIVE),
         "regularization": Choice("none", "l2", "odir"),
         "solver": Choice("auto", "newton", "lbfgs"),
+        "start": Choice("auto", "diagonal", "temperature", "identity"),
     }
 
     def _initial_params(self, n_classes):
         return {"coef_": np.eye(n_classes), "intercept_": np.zeros(n_classes)}
+
+    def _starting_params(self, logits, y):
+        k = logits.shape[1]
+        params = self._initial_params(k)
+        if self.start == "identity" or self.criterion != "nll":
+            return params
+        temperature = TemperatureScaling().fit(logits, y).temperature_
+        x, weights = self._features(logits), self._penalty_weights(k)
+        start = self.start
+        if start == "auto":
+            pinned = _diagonal_dominates(x, logits / temperature, weights)
+            start = "diagonal" if pinned else "temperature"
+        if start == "temperature":
+            return {"coef_": params["coef_"] / temperature, "intercept_": params["intercept_"]}
+        diagonal, intercept = _diagonal_minimum(
+            x, y, temperature, weights, tol=self.tol, max_iter=self.max_iter
+        )
+        return {"coef_": np.diag(diagonal), "intercept_": intercept}
 
     def _resolve_strengths(self, n: int, k: int) -> None:
         """``reg_lambda_`` and ``reg_mu_``: the given strengths, or the class docstring's
@@ -409,12 +493,17 @@ class MatrixScaling(ParametricCalibrator):
     def _forward(self, params, x):
         coef = params["coef_"]
         if x.dtype == np.float32:
-            return (x @ coef.T.astype(np.float32)).astype(np.float64) + params["intercept_"]
+            # The float32 product widened and shifted in one pass (25M entries at ImageNet
+            # shape: a separate astype and add cost a tenth of a step).
+            product = x @ coef.astype(np.float32).T
+            return np.add(product, params["intercept_"], dtype=np.float64)
         return x @ coef.T + params["intercept_"]
 
     def _backward(self, params, x, out, grad_out):
         if x.dtype == np.float32:
-            coef = (grad_out.T.astype(np.float32) @ x).astype(np.float64)
+            # Cast the contiguous gradient, then let BLAS read it transposed: casting the
+            # transposed view walks memory column by column.
+            coef = (grad_out.astype(np.float32).T @ x).astype(np.float64)
         else:
             coef = grad_out.T @ x
         return {"coef_": coef, "intercept_": grad_out.sum(axis=0)}
