@@ -58,6 +58,7 @@ def main() -> None:
     parser.add_argument("--reg-mu", type=_strength, default=1e3)
     parser.add_argument("--out", default="results/bench")
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--stem", default="dirichlet", help="file name of the results")
     args = parser.parse_args()
     try:
         import dirichletcal  # noqa: F401
@@ -103,7 +104,7 @@ def main() -> None:
                 {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True
             )
 
-    text = write_results(records, args.out, "dirichlet", "dir_odir / ms_odir fit time")
+    text = write_results(records, args.out, args.stem, "dir_odir / ms_odir fit time")
     print(text)
 
 
