@@ -78,6 +78,7 @@ def write_store(root: Path, n_rows: int, seed: int = 0) -> int:
                 "config_hash": f"{cell:016x}",
                 "seed": 0,
                 "calbench_version": "bench",
+                "predictions_sha256": "",  # no arrays stored beside these rows
             }
         )
         config = {"experiment": "kull_uci", "dataset": {"name": dataset}, "method": method}
