@@ -75,6 +75,13 @@ def _blas_threads(flops: float):
     return blas_threads(1 if flops < _MULTITHREAD_FLOPS else None)
 
 
+def _lbfgs(objective, theta0, *, max_iter, tol, ftol):
+    """scipy's L-BFGS-B on ``objective(theta) -> (value, gradient)``, as every map here runs
+    it: 20 corrections kept, stopping at gradient ``tol`` or relative decrease ``ftol``."""
+    options = {"maxiter": max_iter, "maxcor": 20, "gtol": tol, "ftol": ftol}
+    return minimize(objective, theta0, jac=True, method="L-BFGS-B", options=options)
+
+
 class ParametricCalibrator(Calibrator):
     """Fits ``softmax(f(x; theta))`` for a differentiable map ``f`` of the input features.
 
@@ -151,18 +158,7 @@ class ParametricCalibrator(Calibrator):
         # at 5000 x 100 one thread fits dir_odir twice as fast as two. Large problems keep
         # every thread.
         with _blas_threads(x.shape[0] * x.shape[1] ** 2):
-            result = minimize(
-                objective,
-                theta0,
-                jac=True,
-                method="L-BFGS-B",
-                options={
-                    "maxiter": self.max_iter,
-                    "maxcor": 20,
-                    "gtol": self.tol,
-                    "ftol": ftol,
-                },
-            )
+            result = _lbfgs(objective, theta0, max_iter=self.max_iter, tol=self.tol, ftol=ftol)
         # status 2 ("abnormal termination in line search") means no further decrease was
         # found at float64 precision, i.e. at the optimum; only running out of iterations
         # leaves a map that is not the minimiser.
@@ -315,17 +311,17 @@ def _diagonal_minimum(x, y, temperature, weights, *, tol, max_iter):
     ``W = diag(d)``."""
     k = x.shape[1]
     on_diagonal, on_intercept = np.diag(weights[:, :k]).copy(), weights[:, k].copy()
+    nll = get_criterion("nll")
 
     def objective(theta):
         d, b = theta[:k], theta[k:]
-        value, grad = get_criterion("nll")(x * d + b, y)
+        value, grad = nll(x * d + b, y)
         value += on_diagonal @ d**2 + on_intercept @ b**2
         d_grad = (grad * x).sum(axis=0) + 2 * on_diagonal * d
         return value, np.concatenate([d_grad, grad.sum(axis=0) + 2 * on_intercept * b])
 
     theta0 = np.concatenate([np.full(k, 1.0 / temperature), np.zeros(k)])
-    options = {"maxiter": max_iter, "maxcor": 20, "gtol": tol, "ftol": tol * 1e-4}
-    result = minimize(objective, theta0, jac=True, method="L-BFGS-B", options=options)
+    result = _lbfgs(objective, theta0, max_iter=max_iter, tol=tol, ftol=tol * 1e-4)
     return result.x[:k], result.x[k:]
 
 

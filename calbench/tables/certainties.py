@@ -16,8 +16,6 @@ import pandas as pd
 from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
 from calbench.tables.layouts import RankedTable
 
-MARK = REFUTED_MARK
-
 
 def mark_wrong_certainties(table: RankedTable, rows: pd.DataFrame) -> RankedTable:
     """``table`` with `RankedTable.flagged` set on the values whose stored cells have
@@ -34,7 +32,7 @@ def mark_wrong_certainties(table: RankedTable, rows: pd.DataFrame) -> RankedTabl
     if flagged.any():
         table.flagged = flagged
         table.flag_note = (
-            f"{MARK} the method's test predictions gave some labels a probability below "
+            f"{REFUTED_MARK} the method's test predictions gave some labels a probability below "
             f"{REFUTED_BELOW:g} (stored row wrong_certainties): certainties the labels "
             "refuted, each adding over 20.7 nats to its summed log-loss."
         )

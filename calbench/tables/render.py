@@ -10,12 +10,18 @@ import math
 
 import pandas as pd
 
-from calbench.tables.certainties import MARK
+from calbench.metrics.scoring import REFUTED_MARK
 from calbench.tables.layouts import RankedTable
 
 
 def _cells(
-    table: RankedTable, value_fmt, best_fmt, rank_fmt, second_fmt=None, tie_mark="†", flag=MARK
+    table: RankedTable,
+    value_fmt,
+    best_fmt,
+    rank_fmt,
+    second_fmt=None,
+    tie_mark="†",
+    flag=REFUTED_MARK,
 ):
     body = []
     decimals = table.column_decimals or [table.decimals] * len(table.columns)
@@ -89,7 +95,7 @@ def _latex_escape(text: str) -> str:
         ("_", r"\_"),
         ("#", r"\#"),
         ("†", r"\textdagger{}"),
-        (MARK, r"\textdaggerdbl{}"),
+        (REFUTED_MARK, r"\textdaggerdbl{}"),
     ):
         text = text.replace(a, b)
     return text
