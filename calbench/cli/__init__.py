@@ -24,6 +24,7 @@ commands:
   figures [OPTIONS]      simplex maps, reliability and CD diagrams (`calbench figures -h`)
   rescore [OPTIONS]      new metrics on stored cells, no refit (`calbench rescore -h`)
   report EXPERIMENT      one Markdown page with the experiment's tables and figures
+  leaderboard EXPERIMENT win rates, Bradley-Terry strengths and paired wins over its tasks
   reproduce PRESET       run a paper preset on the data present; published vs calbench report
   data list|fetch|verify the papers' data sets: what is present, download, checksums
   list KIND [--json]     methods, metrics, presets, datasets or tables, one line each
@@ -38,6 +39,7 @@ COMMANDS = {
     "data": "data",
     "reproduce": "reproduce",
     "report": "report",
+    "leaderboard": "leaderboard",
     "list": "listing",  # not cli/list.py: the package attribute would hide the builtin
 }
 

@@ -16,8 +16,10 @@ def main(argv: list[str]) -> None:
         description=service.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=["list", "fetch", "verify", "has"])
-    parser.add_argument("names", nargs="*", help="data set names for fetch (or all) and has")
+    parser.add_argument("command", choices=["list", "fetch", "verify", "has", "present"])
+    parser.add_argument(
+        "names", nargs="*", help="data set names for fetch (or all) and has; a preset for present"
+    )
     parser.add_argument("--data-dir", default="data")
     parser.add_argument(
         "--from",
@@ -36,6 +38,16 @@ def main(argv: list[str]) -> None:
             print(problem)
         if problems:
             raise SystemExit(1)
+    elif args.command == "present":
+        if len(args.names) != 1:
+            raise CalbenchError("Name one preset: calbench data present PRESET")
+        found = service.present_sets(args.names[0], args.data_dir)
+        if not found:
+            raise CalbenchError(
+                f"None of {args.names[0]}'s data sets is in {args.data_dir}; fetch them "
+                "(calbench data fetch NAME, or --from DIR)."
+            )
+        print(",".join(found))
     elif args.command == "fetch":
         if not args.names:
             raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")

@@ -6,9 +6,9 @@ import inspect
 
 from calbench.data.dataset import Dataset
 from calbench.data.kull_uci import load_kull_uci
-from calbench.data.loaders import load_kull_pickle, load_npz
+from calbench.data.loaders import load_kull_pickle, load_npz, load_torch_pair
 from calbench.data.offline_neural import make_offline_neural
-from calbench.data.superclass import load_superclass_pickle
+from calbench.data.superclass import load_superclass_npz, load_superclass_pickle
 from calbench.data.synthetic import SyntheticTrueMap, make_synthetic_dirichlet
 from calbench.data.tabular import FeatureSet, load_tabular
 from calbench.errors import CalbenchError, unknown_name
@@ -21,6 +21,8 @@ LOADERS = {
     "tabular": load_tabular,
     "kull_uci": load_kull_uci,
     "superclass_pickle": load_superclass_pickle,
+    "superclass_npz": load_superclass_npz,
+    "torch_pair": load_torch_pair,
 }
 
 

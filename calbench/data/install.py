@@ -1,7 +1,10 @@
-"""``calbench data list | fetch NAME|all [--from DIR] | verify | has NAME...``: the registered
-data sets on this machine. ``fetch`` downloads each file from its sources in turn, or with
-``--from DIR`` copies it from a local folder, and installs it only if its SHA-256 is the
-registry's. ``has`` exits with status 1 (and says why) unless every named set can be used,
+"""``calbench data list | fetch NAME|all [--from DIR] | verify | has NAME... | present PRESET``:
+the registered data sets on this machine. ``fetch`` downloads each file from its sources in
+turn, or with ``--from DIR`` copies it from a local folder (or a folder below it), and
+installs it only if its SHA-256 is the registry's. ``present PRESET`` prints the preset's
+sets that are here, comma-separated (to run it on them: ``calbench run -m
+experiment=PRESET dataset=$(calbench data present PRESET)``).
+``has`` exits with status 1 (and says why) unless every named set can be used,
 so scripts can fall back to a stand-in."""
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def list_sets(data_dir) -> list[list[str]]:
         rows.append(
             [
                 name,
-                reg.kind,
+                reg.describes_kind,
                 reg.classes or "-",
                 sizes,
                 ",".join(reg.papers),
@@ -87,11 +90,32 @@ def usable(names, data_dir) -> list[str]:
     return problems
 
 
+def in_folder(source_dir, filename: str) -> Path | None:
+    """``filename`` in ``source_dir`` or in a folder below it (a collection of networks is
+    laid out by source: ``more_networks/netcal/...``), or None."""
+    direct = Path(source_dir) / filename
+    if direct.is_file():
+        return direct
+    return next((p for p in sorted(Path(source_dir).rglob(filename)) if p.is_file()), None)
+
+
+def present_sets(preset: str, data_dir) -> list[str]:
+    """The data sets ``preset`` sweeps that can be used here, in its order."""
+    from calbench.conf_files import read_group, swept_values
+
+    presets = read_group("experiment")
+    if preset not in presets:
+        raise unknown_name("experiment", preset, presets)
+    return [
+        name for name in swept_values(presets[preset], "dataset") if not usable([name], data_dir)
+    ]
+
+
 def _fetch_file(f, name, data_dir, source_dir, progress) -> str:
     """Install one registered file; returns what happened, in words."""
     dest = Path(data_dir) / f.name
     if source_dir is not None:
-        install_from(Path(source_dir) / f.name, dest, f.sha256)
+        install_from(in_folder(source_dir, f.name) or Path(source_dir) / f.name, dest, f.sha256)
         how = f"copied from {source_dir}"
     else:
         if not f.urls:
@@ -123,7 +147,7 @@ def fetch(names, data_dir, progress=True, source_dir=None) -> None:
         else:
             names = []
             for n, s in sets.items():
-                if s.files and all((Path(source_dir) / f.name).is_file() for f in s.files):
+                if s.files and all(in_folder(source_dir, f.name) for f in s.files):
                     names.append(n)
             if not names:
                 raise CalbenchError(f"No registered data file is in {source_dir}.")

@@ -1,4 +1,5 @@
-"""Readers for user-supplied score files: our npz schema and Kull et al.'s pickles."""
+"""Readers of score files: our npz schema (two parts or one to split), Kull et al.'s pickles
+and torch-saved (logits, labels) pairs."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from pathlib import Path
 import numpy as np
 
 from calbench.data.dataset import Dataset
+from calbench.data.split import split_options, split_rows
 from calbench.errors import CalbenchError
+from calbench.validation import check_labels, check_scores
 
 NPZ_SCHEMA = (
-    "an npz with keys y_cal, y_test and either logits_cal, logits_test "
-    "or probs_cal, probs_test (optional: class_names)"
+    "an npz with keys y_cal, y_test and either logits_cal, logits_test or probs_cal, "
+    "probs_test; or one set, y and either logits or probs, split by dataset.split "
+    "(optional: class_names)"
 )
 
 
@@ -30,49 +34,123 @@ def _existing_file(path, what: str) -> Path:
     return p
 
 
-def load_npz(path, name: str | None = None) -> Dataset:
-    """Read ``NPZ_SCHEMA``: logits (or probabilities) and labels for calibration and test."""
-    p = _existing_file(path, "npz dataset")
+def _check_sha256(p: Path, sha256: str | None) -> None:
+    """Refuse a registered set's file whose bytes are not the published file's."""
+    if sha256 is None:
+        return
+    from calbench.data.fetch import sha256_of
+
+    digest = sha256_of(p)
+    if digest != sha256:
+        raise CalbenchError(
+            f"Refusing {str(p)!r}: its SHA-256 ({digest[:16]}...) is not the published "
+            f"file's ({sha256[:16]}...), so it is another or a damaged file. Fetch it again "
+            "(calbench data fetch NAME) or point dataset.path at the published one."
+        )
+
+
+def _read_npz(p: Path, keys: dict | None) -> dict:
+    """The arrays of an npz under calbench's key names (``keys``: calbench's name -> the
+    file's, for files written with other names, e.g. netcal's ``predictions``)."""
     try:
         with np.load(p, allow_pickle=False) as f:
             arrays = {key: f[key] for key in f.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise CalbenchError(f"Cannot read {str(p)!r} as an npz file ({exc}).") from None
-    name = name or p.stem
+    for ours, theirs in (keys or {}).items():
+        if theirs not in arrays:
+            raise CalbenchError(
+                f"{str(p)!r} has no key {theirs!r} (dataset.keys.{ours}); it has {sorted(arrays)}."
+            )
+        arrays[ours] = arrays.pop(theirs)
+    return arrays
+
+
+def _two_parts(arrays: dict, p: Path, split) -> tuple[str, dict]:
+    """("logits" or "probs", {cal, y_cal, test, y_test}) of either schema."""
     keys = set(arrays)
-    missing = {"y_cal", "y_test"} - keys
-    has_logits = {"logits_cal", "logits_test"} <= keys
-    has_probs = {"probs_cal", "probs_test"} <= keys
-    if missing or not (has_logits or has_probs):
-        raise CalbenchError(f"{str(p)!r} has keys {sorted(keys)}; calbench reads {NPZ_SCHEMA}.")
-    if has_logits and has_probs:
+    for kind in ("logits", "probs"):
+        if {f"{kind}_cal", f"{kind}_test", "y_cal", "y_test"} <= keys:
+            return kind, {
+                "cal": arrays[f"{kind}_cal"],
+                "y_cal": arrays["y_cal"],
+                "test": arrays[f"{kind}_test"],
+                "y_test": arrays["y_test"],
+            }
+    for kind in ("logits", "probs"):
+        if {kind, "y"} <= keys:
+            scores = check_scores(arrays[kind], kind, str(p))
+            y = check_labels(arrays["y"], "y", str(p), len(scores), scores.shape[1])
+            cal, test = split_rows(y, **split_options(split), where=str(p))
+            return kind, {
+                "cal": scores[cal],
+                "y_cal": y[cal],
+                "test": scores[test],
+                "y_test": y[test],
+            }
+    raise CalbenchError(f"{str(p)!r} has keys {sorted(keys)}; calbench reads {NPZ_SCHEMA}.")
+
+
+def load_npz(
+    path, name: str | None = None, keys: dict | None = None, split=None, sha256=None
+) -> Dataset:
+    """Read ``NPZ_SCHEMA``: logits (or probabilities) and labels, either in a calibration
+    and a test part or as one set that `calbench.data.split` divides (``split``: its
+    ``cal_size`` and ``seed``). ``keys`` renames the file's arrays (``{probs: predictions,
+    y: ground_truth}`` for netcal's records); ``sha256`` pins a registered file."""
+    p = _existing_file(path, "npz dataset")
+    _check_sha256(p, sha256)
+    arrays = _read_npz(p, keys)
+    kinds = [k for k in ("logits", "probs") if any(a.split("_")[0] == k for a in arrays)]
+    if len(kinds) == 2:
         raise CalbenchError(
-            f"{str(p)!r} has both logits_* and probs_* keys; keep one kind so it is clear "
+            f"{str(p)!r} has both logits and probs keys; keep one kind so it is clear "
             "which the calibrators should use."
         )
-    extra = {}
+    kind, parts = _two_parts(arrays, p, split)
+    extra = {"source": str(p)}
     if "class_names" in arrays:
         extra["class_names"] = [str(c) for c in arrays["class_names"]]
-    source = str(p)
-    if has_logits:
-        return Dataset(
-            name,
-            arrays["logits_cal"],
-            arrays["y_cal"],
-            arrays["logits_test"],
-            arrays["y_test"],
-            source=source,
-            **extra,
-        )
-    return Dataset.from_probabilities(
-        name,
-        arrays["probs_cal"],
-        arrays["y_cal"],
-        arrays["probs_test"],
-        arrays["y_test"],
-        source=source,
-        **extra,
+    build = Dataset if kind == "logits" else Dataset.from_probabilities
+    return build(
+        name or p.stem, parts["cal"], parts["y_cal"], parts["test"], parts["y_test"], **extra
     )
+
+
+def load_torch_pair(
+    path_cal, path_test, name: str | None = None, sha256: list | None = None
+) -> Dataset:
+    """Two ``torch.save``d tuples ``(logits, labels)``, the calibration and the test part
+    (tensors saved on a GPU are read onto the CPU; ``weights_only``: no code is run)."""
+    import pickle
+
+    import torch
+
+    sums = list(sha256) if sha256 else [None, None]
+    if len(sums) != 2:
+        raise CalbenchError(f"sha256 of a torch pair lists two sums (cal, test); got {sums}.")
+    parts = []
+    for which, path, digest in zip(("cal", "test"), (path_cal, path_test), sums, strict=True):
+        p = _existing_file(path, f"torch {which} part")
+        _check_sha256(p, digest)
+        try:
+            loaded = torch.load(p, map_location="cpu", weights_only=True)
+            logits, labels = loaded
+            parts += [logits.double().numpy(), labels.numpy()]
+        except (
+            OSError,
+            RuntimeError,
+            pickle.UnpicklingError,
+            ValueError,
+            TypeError,
+            AttributeError,
+        ) as exc:
+            raise CalbenchError(
+                f"Cannot read {str(p)!r} as a torch-saved tuple (logits, labels) "
+                f"({type(exc).__name__}: {exc})."
+            ) from None
+    source = f"{path_cal} + {path_test}"
+    return Dataset(name or Path(path_test).stem, *parts, source=source)
 
 
 def load_kull_pickle(
@@ -90,19 +168,12 @@ def load_kull_pickle(
         from calbench.data.fetch import sha256_of
         from calbench.data.registry import published_checksums
 
-        digest = sha256_of(p)
-        if sha256 is not None and digest != sha256:
-            raise CalbenchError(
-                f"Refusing to unpickle {str(p)!r}: its SHA-256 ({digest[:16]}...) is not the "
-                f"published file's ({sha256[:16]}...), so it is another or a damaged file. "
-                "Fetch it again (calbench data fetch NAME), or pass dataset.trusted=true if "
-                "you vouch for this one."
-            )
-        if sha256 is None and digest not in published_checksums():
+        _check_sha256(p, sha256)
+        if sha256 is None and sha256_of(p) not in published_checksums():
             raise CalbenchError(
                 f"Refusing to unpickle {str(p)!r}: unpickling runs code, and its SHA-256 "
-                f"({digest[:16]}...) is not a published sum the registry knows. If you trust "
-                "the file, pass dataset.trusted=true."
+                "is not a published sum the registry knows. If you trust the file, pass "
+                "dataset.trusted=true."
             )
     try:
         with open(p, "rb") as f:

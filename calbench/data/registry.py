@@ -5,6 +5,9 @@ A block looks like::
 
     registry:
       kind: logits            # or probabilities, generated, or features (tabular)
+      source: {repository: owner/name, path: ..., commit: ...}   # networks not a paper's own
+      licence: Apache-2.0
+      accuracy: 0.9109        # the source's test accuracy (checked by the tests)
       classes: 10
       n_cal: 5000
       n_test: 10000
@@ -47,6 +50,19 @@ class RegisteredSet:
     papers: list[str]
     files: list[RegisteredFile] = field(default_factory=list)
     note: str = ""
+    #: Where the files come from (repository, path, commit) and under which licence: for
+    #: the networks that are not a paper's own.
+    source: dict = field(default_factory=dict)
+    licence: str = ""
+    #: The test accuracy its source states; the loader's tests check it.
+    accuracy: float | None = None
+
+    @property
+    def describes_kind(self) -> str:
+        """The kind in words: a set of probabilities says what methods on logits receive."""
+        if self.kind == "probabilities":
+            return "probabilities (logit methods get ln p)"
+        return self.kind
 
 
 def registered_sets() -> dict[str, RegisteredSet]:
@@ -64,6 +80,9 @@ def registered_sets() -> dict[str, RegisteredSet]:
             papers=list(block.get("papers", [])),
             files=[RegisteredFile(**f) for f in block.get("files", [])],
             note=block.get("note", ""),
+            source=dict(block.get("source") or {}),
+            licence=block.get("licence", ""),
+            accuracy=block.get("accuracy"),
         )
     return sets
 

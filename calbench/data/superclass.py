@@ -3,7 +3,8 @@
 A coarse class's probability is the sum of its 5 fine classes' probabilities, and a sample's
 coarse label is its fine label's superclass (the standard CIFAR-100 fine-to-coarse map,
 shipped in ``conf/dataset/c100_superclass.yaml``). Ho trained his own coarse ResNet32, which
-was never published; any fine-class CIFAR-100 logits (Kull et al.'s) stand in, by name.
+was never published; any fine-class CIFAR-100 scores in the standard test-set order (Kull
+et al.'s pickles, netcal's records) stand in, by name.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.data.dataset import Dataset
-from calbench.data.loaders import load_kull_pickle
+from calbench.data.loaders import load_kull_pickle, load_npz
 from calbench.errors import CalbenchError
 from calbench.simplex import softmax
 
@@ -53,4 +54,13 @@ def load_superclass_pickle(
 ):
     """Kull et al.'s fine-class CIFAR-100 pickle, summed into superclasses."""
     fine = load_kull_pickle(path, trusted=trusted, sha256=sha256)
+    return to_superclasses(fine, fine_to_coarse, class_names)
+
+
+def load_superclass_npz(
+    path, fine_to_coarse, class_names=None, keys=None, split=None, sha256: str | None = None
+):
+    """A fine-class CIFAR-100 npz (`load_npz`: netcal's records, split on the fine labels),
+    summed into superclasses."""
+    fine = load_npz(path, keys=keys, split=split, sha256=sha256)
     return to_superclasses(fine, fine_to_coarse, class_names)

@@ -71,9 +71,10 @@ def load_configured_dataset(dataset: dict) -> Dataset:
     options = dict(dataset)
     registry = options.pop("registry", None) or {}
     loader = options.pop("loader")
-    files = registry.get("files") or []
-    if len(files) == 1 and files[0].get("sha256") and "sha256" in _loader_options(loader):
-        options["sha256"] = files[0]["sha256"]  # a registered set's file must be the published one
+    sums = [f.get("sha256") for f in registry.get("files") or []]
+    if sums and all(sums) and "sha256" in _loader_options(loader):
+        # A registered set's files must be the published ones (a list where there are several).
+        options["sha256"] = sums[0] if len(sums) == 1 else sums
     display_name = options.pop("name", None)
     if display_name and "name" in _loader_options(loader):
         options["name"] = display_name  # the loader names its cache files by it

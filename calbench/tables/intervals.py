@@ -19,7 +19,7 @@ from calbench.runner.bootstrap import BootstrapSettings, interval, stored_bootst
 from calbench.tables.layouts import RankedTable
 
 
-class _Replicates:
+class Replicates:
     """Bootstraps of the store's cells, drawn once per cell and metric set."""
 
     def __init__(self, store, checksums: dict[str, str], settings: BootstrapSettings):
@@ -54,7 +54,7 @@ def add_intervals(
             "with intervals are in the generic tables, EXPERIMENT_METRIC)."
         )
         return table
-    draws = _Replicates(store, checksums, settings)
+    draws = Replicates(store, checksums, settings)
     level = f"{100 * (1 - settings.alpha):g}%"
     for i, row in enumerate(table.sources):
         replicates = {}

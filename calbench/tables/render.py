@@ -87,7 +87,7 @@ def to_markdown(table: RankedTable) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _latex_escape(text: str) -> str:
+def latex_escape(text: str) -> str:
     for a, b in (
         ("\\", r"\textbackslash{}"),
         ("&", r"\&"),
@@ -104,11 +104,11 @@ def _latex_escape(text: str) -> str:
 def to_latex(table: RankedTable) -> str:
     grouped = any(g for g, _ in table.row_labels)
     n_lead = 2 if grouped else 1
-    head = [""] * n_lead + [_latex_escape(c) for c in table.columns]
+    head = [""] * n_lead + [latex_escape(c) for c in table.columns]
     lines = [
         r"\begin{table}[htbp]",
         r"\centering",
-        r"\caption{" + _latex_escape(table.caption) + "}",
+        r"\caption{" + latex_escape(table.caption) + "}",
         r"\label{tab:" + table.name.replace("_", "-") + "}",
         r"\begin{tabular}{" + "l" * n_lead + "r" * len(table.columns) + "}",
         r"\toprule",
@@ -126,8 +126,8 @@ def to_latex(table: RankedTable) -> str:
     )
     previous = None
     for idx, (group, label, cells) in enumerate(body):
-        lead = [_latex_escape(_group_label(grouped, group, previous))] if grouped else []
-        lines.append(" & ".join(lead + [_latex_escape(label)] + cells) + r" \\")
+        lead = [latex_escape(_group_label(grouped, group, previous))] if grouped else []
+        lines.append(" & ".join(lead + [latex_escape(label)] + cells) + r" \\")
         previous = group
         if idx + 1 == len(body) or body[idx + 1][0] != group:
             averages = dict(table.average_rows).get(group)
@@ -141,7 +141,7 @@ def to_latex(table: RankedTable) -> str:
     if table.missing:
         lines.append(
             r"\par\smallskip{\footnotesize Not yet in the store: "
-            + _latex_escape(", ".join(table.missing))
+            + latex_escape(", ".join(table.missing))
             + ".}"
         )
     lines.append(r"\end{table}")

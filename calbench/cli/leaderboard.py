@@ -1,0 +1,42 @@
+"""``calbench leaderboard``: its arguments; the work is `calbench.tables.leaderboard`'s."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import calbench.tables.leaderboard as service
+from calbench.runner.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog="calbench leaderboard",
+        description=service.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("experiment")
+    parser.add_argument("--metric", action="append", help="default: log_loss; repeatable")
+    parser.add_argument("--results-dir", default="results", help="default: results")
+    parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
+    parser.add_argument("--alpha", type=float, default=0.05, help="interval level 1-alpha")
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="1000")
+    parser.add_argument("--bootstrap-seed", type=int, default=0)
+    parser.add_argument(
+        "--no-paired", action="store_true", help="skip the paired per-task tests (faster)"
+    )
+    args = parser.parse_args(argv)
+    settings = BootstrapSettings(args.resamples, args.bootstrap_seed, True, args.alpha)
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    out = Path(args.results_dir) / "leaderboards"
+    from calbench.plots.leaderboard import cd_figure, win_rate_figure
+
+    for metric in args.metric or ["log_loss"]:
+        board = service.leaderboard(
+            args.results_dir, args.experiment, metric, settings, not args.no_paired
+        )
+        print(service.to_markdown(board))
+        for path in service.write_leaderboard(board, out, formats):
+            print(f"wrote {path}")
+        for path in win_rate_figure(board, out) + cd_figure(board, out):
+            print(f"wrote {path}")

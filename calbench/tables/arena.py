@@ -1,0 +1,112 @@
+"""Statistics of a leaderboard over many tasks: win rates, Bradley-Terry strengths and their
+bootstrap over blocks of tasks (CalArena 2026, whose definitions these follow; written here).
+
+On a task, method i *beats* method j when its value is strictly better (ties beat nobody).
+Its **win rate** on the task is the share of the other k - 1 methods it beats; its win rate
+over tasks is the mean of those. A *clear* win also needs the paired per-task test to tell
+the two apart (the bootstrap interval of their difference on the task's test points holds
+no 0): a win within the noise of the test set is shown apart, not counted.
+
+**Bradley-Terry** strengths θ maximise :math:`\\sum_{i \\ne j} W_{ij} \\log \\sigma(θ_i - θ_j)`
+over the pairwise outcomes of every task (:math:`W_{ij}`: tasks where i beats j, plus half
+the ties), with a weak Gaussian prior (variance 100 on each θ) that keeps an undefeated
+method finite, centred at mean 0 and shown on the Elo scale: 1000 + 400 θ / ln 10.
+
+Intervals resample **blocks** of tasks with replacement (tasks sharing a data set, e.g. the
+11 classifiers of one UCI set, move together), CalArena's block bootstrap: a resample's win
+rate is its total wins over its total tasks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit
+
+ELO_SCALE = 400 / np.log(10)
+ELO_BASE = 1000.0
+#: Variance of the Gaussian prior on each strength (natural units).
+PRIOR_VARIANCE = 100.0
+
+
+def beats(values: np.ndarray, higher_is_better: bool = False) -> np.ndarray:
+    """(tasks, k, k) booleans: on task t, method i's value is strictly better than j's."""
+    v = np.asarray(values, dtype=float)
+    if higher_is_better:
+        v = -v
+    return v[:, :, None] < v[:, None, :]
+
+
+def win_rates(wins: np.ndarray) -> np.ndarray:
+    """(tasks, k): per task, the share of the other methods each method beats."""
+    k = wins.shape[1]
+    return wins.sum(axis=2) / (k - 1)
+
+
+def pairwise_wins(wins: np.ndarray) -> np.ndarray:
+    """(k, k) Bradley-Terry counts over tasks: i's wins over j plus half their ties."""
+    k = wins.shape[1]
+    ties = ~wins & ~np.swapaxes(wins, 1, 2) & ~np.eye(k, dtype=bool)
+    return wins.sum(axis=0) + 0.5 * ties.sum(axis=0)
+
+
+def bradley_terry(counts: np.ndarray, iterations: int = 100) -> np.ndarray:
+    """Strengths θ (mean 0, natural units) from (k, k) pairwise ``counts`` (see module), by
+    Newton's method: the prior makes the objective strictly convex, so it converges in a few
+    steps from 0."""
+    counts = np.asarray(counts, dtype=float)
+    k = len(counts)
+    games = counts + counts.T
+    theta = np.zeros(k)
+    for _ in range(iterations):
+        p = expit(theta[:, None] - theta[None, :])  # P(i beats j)
+        # d/dθ_i of -Σ W_ij log σ(θ_i - θ_j) + |θ|²/2v
+        gradient = (games * p).sum(axis=1) - counts.sum(axis=1) + theta / PRIOR_VARIANCE
+        curvature = games * p * (1 - p)
+        hessian = np.diag(curvature.sum(axis=1) + 1 / PRIOR_VARIANCE) - curvature
+        step = np.linalg.solve(hessian, gradient)
+        theta -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return theta - theta.mean()
+
+
+def elo(theta: np.ndarray) -> np.ndarray:
+    return ELO_BASE + ELO_SCALE * np.asarray(theta)
+
+
+def block_counts(blocks, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_resamples, n_blocks): how often each block is drawn in each resample (as many
+    blocks drawn as there are), and the block of each task (``blocks``: a label per task)
+    as the second return value, an index into the columns."""
+    labels, index = np.unique(np.asarray(blocks, dtype=str), return_inverse=True)
+    drawn = rng.integers(0, len(labels), (n_resamples, len(labels)))
+    counts = np.zeros((n_resamples, len(labels)))
+    np.add.at(counts, (np.arange(n_resamples)[:, None], drawn), 1)
+    return counts, index
+
+
+def block_sums(per_task: np.ndarray, index: np.ndarray, n_blocks: int) -> np.ndarray:
+    """Sums of ``per_task`` (first axis: tasks) within each block."""
+    sums = np.zeros((n_blocks, *per_task.shape[1:]))
+    np.add.at(sums, index, per_task)
+    return sums
+
+
+def bootstrap_win_rates(per_task: np.ndarray, counts: np.ndarray, index) -> np.ndarray:
+    """(n_resamples, k): each resample's total wins over its total tasks."""
+    sums = block_sums(per_task, index, counts.shape[1])
+    sizes = np.bincount(index, minlength=counts.shape[1])
+    return (counts @ sums) / (counts @ sizes)[:, None]
+
+
+def bootstrap_strengths(wins: np.ndarray, counts: np.ndarray, index) -> np.ndarray:
+    """(n_resamples, k): Bradley-Terry strengths refitted on each resample of blocks."""
+    per_block = block_sums(wins.astype(float), index, counts.shape[1])
+    k = wins.shape[1]
+    ties = ~wins & ~np.swapaxes(wins, 1, 2) & ~np.eye(k, dtype=bool)
+    per_block_ties = block_sums(ties.astype(float), index, counts.shape[1])
+    out = np.empty((len(counts), k))
+    for r, c in enumerate(counts):
+        pairwise = np.tensordot(c, per_block, 1) + 0.5 * np.tensordot(c, per_block_ties, 1)
+        out[r] = bradley_terry(pairwise)
+    return out

@@ -1,0 +1,257 @@
+"""``calbench leaderboard EXPERIMENT [--metric M]``: which method wins across the tasks of an
+experiment (networks, or UCI data set / classifier pairs), and how sure that is.
+
+Per method: the mean rank over tasks; the win rate (`calbench.tables.arena`) with a 95%
+interval from the bootstrap over blocks of tasks (a block: the tasks of one data set); the
+*clear* win rate, counting only wins the paired per-task test can tell from a tie (the
+paired bootstrap of the two methods' difference on the task's test points, as ``calbench
+tables --ci`` marks ties with the best); the Bradley-Terry strength (Elo scale) with its
+interval; on how many tasks it is distinguishably better or worse than TS; the median fit
+time over tasks. Written to ``results/leaderboards/EXPERIMENT_METRIC.md|tex|csv``; the
+win-rate figure and the critical-difference diagram are `calbench.plots.leaderboard`'s.
+Only tasks where every method has a value are ranked; the others are named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from calbench.errors import CalbenchError
+from calbench.metrics import higher_is_better
+from calbench.runner.bootstrap import BootstrapSettings
+from calbench.runner.store import ResultStore
+from calbench.tables import arena
+from calbench.tables.generic import task_rows
+from calbench.tables.intervals import Replicates
+from calbench.tables.statistics import task_ranks
+
+#: The reference the per-task comparisons count against.
+REFERENCE = "ts"
+
+
+@dataclass
+class Leaderboard:
+    experiment: str
+    metric: str
+    higher_is_better: bool
+    #: One row per method, best win rate first (see `COLUMNS`).
+    table: pd.DataFrame
+    #: tasks x methods values that were ranked.
+    values: pd.DataFrame
+    blocks: list[str]
+    left_out: list[str] = field(default_factory=list)
+    paired: bool = True
+    settings: BootstrapSettings = field(default_factory=BootstrapSettings)
+
+
+def task_values(rows: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tasks x methods fold means, tasks x methods lists of cell hashes) of ``metric``."""
+    picked = task_rows(rows[rows["metric"] == metric])
+    if picked.empty:
+        known = sorted(set(rows["metric"]))
+        raise CalbenchError(f"No stored values of metric {metric!r}; stored: {known}.")
+    values = picked.groupby(["dataset", "method"])["value"].mean().unstack("method")
+    cells = picked.groupby(["dataset", "method"])["config_hash"].agg(lambda h: sorted(set(h)))
+    return values, cells.unstack("method")
+
+
+def fit_seconds(rows: pd.DataFrame) -> pd.Series:
+    """Median over tasks of each method's fit time (a cell's folds added up)."""
+    cells = task_rows(rows).drop_duplicates(["config_hash", "fold"])
+    per_cell = cells.groupby(["config_hash", "dataset", "method"])["fit_seconds"].sum()
+    return per_cell.groupby("method").median()
+
+
+def block_of(task: str) -> str:
+    """A task's block: its data set (``data set / classifier`` tasks share one)."""
+    return task.split(" / ")[0]
+
+
+def _paired(store, rows, cells, methods, settings) -> np.ndarray:
+    """(tasks, k, k): on each task, i and j differ by the paired bootstrap (the interval of
+    their difference excludes 0)."""
+    checksums = dict(zip(rows["config_hash"], rows["predictions_sha256"], strict=True))
+    draws = Replicates(store, checksums, settings)
+    alpha = settings.alpha
+    out = np.zeros((len(cells), len(methods), len(methods)), dtype=bool)
+    for t, (_, hashes) in enumerate(cells.iterrows()):
+        replicates = np.stack(
+            [draws.of((cells.attrs["metric"], hashes[m], 1.0))[1] for m in methods]
+        )
+        difference = replicates[:, None, :] - replicates[None, :, :]
+        low, high = np.quantile(difference, [alpha / 2, 1 - alpha / 2], axis=2)
+        out[t] = (low > 0) | (high < 0)
+    return out
+
+
+def leaderboard(
+    results_dir,
+    experiment: str,
+    metric: str = "log_loss",
+    settings: BootstrapSettings | None = None,
+    paired: bool = True,
+) -> Leaderboard:
+    settings = settings or BootstrapSettings()
+    store = ResultStore(results_dir)
+    rows = store.read(experiment)
+    if rows.empty:
+        raise CalbenchError(
+            f"No results for experiment {experiment!r} in {results_dir}; "
+            f"run `calbench run experiment={experiment}` first."
+        )
+    values, cells = task_values(rows, metric)
+    complete = values.dropna()
+    left_out = sorted(set(values.index) - set(complete.index))
+    if len(complete) < 1 or complete.shape[1] < 2:
+        raise CalbenchError(
+            f"A leaderboard needs 2 methods on at least one task with values of every method; "
+            f"{experiment} has {complete.shape[1]} methods and {len(complete)} complete tasks."
+        )
+    methods = list(complete.columns)
+    cells = cells.loc[complete.index, methods]
+    cells.attrs["metric"] = metric
+    better = higher_is_better(metric)
+    if paired and (rows["predictions_sha256"].fillna("") == "").any():
+        paired = False  # cells stored without predictions: no paired tests
+    wins = arena.beats(complete.to_numpy(), better)
+    distinct = _paired(store, rows, cells, methods, settings) if paired else None
+    clear = wins & distinct if paired else wins
+
+    blocks = [block_of(t) for t in complete.index]
+    rng = np.random.default_rng(settings.seed)
+    counts, index = arena.block_counts(blocks, settings.resamples, rng)
+    q = [100 * settings.alpha / 2, 100 * (1 - settings.alpha / 2)]
+    rate = arena.win_rates(wins)
+    rate_boot = np.percentile(arena.bootstrap_win_rates(rate, counts, index), q, axis=0)
+    clear_rate = arena.win_rates(clear)
+    clear_boot = np.percentile(arena.bootstrap_win_rates(clear_rate, counts, index), q, axis=0)
+    strength = arena.elo(arena.bradley_terry(arena.pairwise_wins(wins)))
+    strength_boot = np.percentile(
+        arena.elo(arena.bootstrap_strengths(wins, counts, index)), q, axis=0
+    )
+    table = pd.DataFrame(
+        {
+            "mean_rank": task_ranks(complete, better).mean(axis=0).to_numpy(),
+            "win_rate": rate.mean(axis=0),
+            "win_rate_low": rate_boot[0],
+            "win_rate_high": rate_boot[1],
+            "clear_win_rate": clear_rate.mean(axis=0) if paired else np.nan,
+            "clear_win_rate_low": clear_boot[0] if paired else np.nan,
+            "clear_win_rate_high": clear_boot[1] if paired else np.nan,
+            "strength": strength,
+            "strength_low": strength_boot[0],
+            "strength_high": strength_boot[1],
+        },
+        index=pd.Index(methods, name="method"),
+    )
+    if REFERENCE in methods and paired:
+        ref = methods.index(REFERENCE)
+        table["better_than_ts"] = (wins & distinct)[:, :, ref].sum(axis=0)
+        table["worse_than_ts"] = (wins & distinct)[:, ref, :].sum(axis=0)
+    table["median_fit_seconds"] = fit_seconds(rows).reindex(methods).to_numpy()
+    table = table.sort_values(["win_rate", "mean_rank"], ascending=[False, True])
+    return Leaderboard(
+        experiment, metric, better, table, complete, blocks, left_out, paired, settings
+    )
+
+
+def _interval(value, low, high, fmt) -> str:
+    if np.isnan(value):
+        return ""
+    return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+
+
+def display_frame(board: Leaderboard) -> pd.DataFrame:
+    """The leaderboard as the Markdown and LaTeX tables print it."""
+    t = board.table
+    shown = pd.DataFrame(index=t.index)
+    shown["mean rank"] = t["mean_rank"].map(lambda v: f"{v:.2f}")
+    shown["win rate [95% CI]"] = [
+        _interval(*r, ".3f") for r in t[["win_rate", "win_rate_low", "win_rate_high"]].to_numpy()
+    ]
+    if board.paired:
+        cols = ["clear_win_rate", "clear_win_rate_low", "clear_win_rate_high"]
+        shown["clear wins [95% CI]"] = [_interval(*r, ".3f") for r in t[cols].to_numpy()]
+    cols = ["strength", "strength_low", "strength_high"]
+    shown["Bradley-Terry (Elo) [95% CI]"] = [_interval(*r, ".0f") for r in t[cols].to_numpy()]
+    if "better_than_ts" in t:
+        shown["vs TS: better / worse"] = [
+            f"{int(b)} / {int(w)}" for b, w in t[["better_than_ts", "worse_than_ts"]].to_numpy()
+        ]
+    shown["median fit (s)"] = t["median_fit_seconds"].map(lambda v: f"{v:.3g}")
+    return shown
+
+
+def caption(board: Leaderboard) -> str:
+    direction = "higher" if board.higher_is_better else "lower"
+    text = (
+        f"Leaderboard of {board.experiment} on {board.metric} ({direction} is better) over "
+        f"{len(board.values)} tasks in {len(set(board.blocks))} blocks. Win rate: the share "
+        "of the other methods a method beats on a task, averaged over tasks; intervals: "
+        f"{board.settings.resamples} bootstrap resamples of blocks of tasks (a block: one "
+        f"data set), seed {board.settings.seed}."
+    )
+    if board.paired:
+        text += (
+            " Clear wins count only wins the paired bootstrap of the two methods' difference "
+            f"on the task's test points tells from a tie ({100 * (1 - board.settings.alpha):g}%"
+            " interval excludes 0); vs TS: tasks where the method is distinguishably better "
+            "or worse than TS by that test."
+        )
+    else:
+        text += " No paired tests: some cells were stored without predictions."
+    if board.left_out:
+        text += f" Left out (a method has no value there): {', '.join(board.left_out)}."
+    return text
+
+
+def to_markdown(board: Leaderboard) -> str:
+    frame = display_frame(board)
+    frame.insert(0, "method", frame.index)
+    frame.insert(0, "", range(1, len(frame) + 1))
+    lines = [f"**{caption(board)}**", "", frame.to_markdown(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def to_latex(board: Leaderboard) -> str:
+    from calbench.tables.render import latex_escape
+
+    frame = display_frame(board)
+    head = ["method", *frame.columns]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering\small",
+        r"\caption{" + latex_escape(caption(board)) + "}",
+        r"\begin{tabular}{l" + "r" * len(frame.columns) + "}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in head) + r" \\",
+        r"\midrule",
+    ]
+    for method, row in frame.iterrows():
+        lines.append(" & ".join(latex_escape(str(c)) for c in [method, *row]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_leaderboard(board: Leaderboard, out_dir, formats=("md", "tex", "csv")) -> list:
+    from pathlib import Path
+
+    from calbench.atomic import atomic_write_text
+
+    stem = Path(out_dir) / f"{board.experiment}_{board.metric}"
+    render = {
+        "md": to_markdown,
+        "tex": to_latex,
+        "csv": lambda b: b.table.to_csv(float_format="%.6g"),
+    }
+    paths = []
+    for fmt in formats:
+        if fmt not in render:
+            raise CalbenchError(f"Unknown leaderboard format {fmt!r}; known: {sorted(render)}.")
+        path = stem.with_suffix(f".{fmt}")
+        atomic_write_text(path, render[fmt](board))
+        paths.append(path)
+    return paths

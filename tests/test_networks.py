@@ -1,0 +1,140 @@
+"""The networks beyond the papers': their loaders on the shared files (checksums, shapes, the
+accuracies their README states), the split rule of single-part sets, and user npz files."""
+
+import numpy as np
+import pytest
+
+from calbench.conf_files import read_group
+from calbench.data import load_dataset
+from calbench.data.registry import registered_sets
+from calbench.data.split import split_rows
+from calbench.errors import CalbenchError
+from calbench.runner.plan import load_configured_dataset
+from tests.conftest import _installed_from_shared
+
+NETWORKS = {
+    # name: (classes, calibration rows, test rows)
+    "c10_lenet5_netcal": (10, 5000, 5000),
+    "c10_wrn16_4_netcal": (10, 5000, 5000),
+    "c100_densenet_bc100_netcal": (100, 5000, 5000),
+    "c100_lenet5_netcal": (100, 5000, 5000),
+    "c100_wrn16_4_netcal": (100, 5000, 5000),
+    "c10_resnet50_xent": (10, 5000, 10000),
+    "c10_resnet50_focal": (10, 5000, 10000),
+}
+
+
+@pytest.fixture(scope="module")
+def more_networks(tmp_path_factory):
+    """``calbench data fetch all --from shared/data/more_networks`` (files in subfolders)."""
+    return _installed_from_shared(tmp_path_factory, "more_networks", "the more_networks files")
+
+
+def _load(name, data_dir):
+    config = {k: v for k, v in read_group("dataset")[name].items()}
+    for key in ("path", "path_cal", "path_test"):
+        if key in config:
+            config[key] = config[key].replace("${data_dir}", str(data_dir))
+    return load_configured_dataset(config)
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_each_network_loads_with_its_shapes_and_its_stated_accuracy(name, more_networks):
+    k, n_cal, n_test = NETWORKS[name]
+    registered = registered_sets()[name]
+    assert registered.source["commit"] and registered.licence in ("Apache-2.0", "MIT")
+    ds = _load(name, more_networks)
+    assert (ds.n_classes, len(ds.y_cal), len(ds.y_test)) == (k, n_cal, n_test)
+    assert ds.name == name
+    if registered.kind == "probabilities":
+        # netcal's README accuracy is over all 10000 rows of the file.
+        correct = (ds.logits_cal.argmax(1) == ds.y_cal).sum()
+        correct += (ds.logits_test.argmax(1) == ds.y_test).sum()
+        assert correct / 10000 == pytest.approx(registered.accuracy, abs=5e-5)
+        assert not ds.is_logits
+        assert np.bincount(ds.y_cal).tolist() == [n_cal // k] * k  # stratified halves
+    else:
+        accuracy = (ds.logits_test.argmax(1) == ds.y_test).mean()
+        assert accuracy == pytest.approx(registered.accuracy, abs=5e-5)
+        assert ds.is_logits
+
+
+def test_a_network_file_with_other_bytes_is_refused(more_networks, tmp_path):
+    import shutil
+
+    name = "wideresnet-16-4-cifar-10.npz"
+    shutil.copy(more_networks / name, tmp_path / name)
+    with np.load(tmp_path / name) as f:
+        arrays = dict(f)
+    arrays["ground_truth"][0] = (arrays["ground_truth"][0] + 1) % 10
+    np.savez(tmp_path / name, **arrays)
+    with pytest.raises(CalbenchError, match="not the published file's"):
+        _load("c10_wrn16_4_netcal", tmp_path)
+
+
+def test_superclasses_of_a_netcal_network_sum_its_fine_probabilities(more_networks):
+    fine = _load("c100_wrn16_4_netcal", more_networks)
+    coarse = _load("c100_wrn16_4_netcal_superclass", more_networks)
+    mapping = np.array(read_group("dataset")["c100_superclass"]["fine_to_coarse"])
+    np.testing.assert_array_equal(coarse.y_test, mapping[fine.y_test])
+    summed = np.zeros((len(fine.y_test), 20))
+    np.add.at(summed.T, mapping, fine.probs_test.T)
+    np.testing.assert_allclose(coarse.probs_test, summed, atol=1e-9)
+    assert coarse.class_names[18:] == ["vehicles_1", "vehicles_2"]
+    # Coarse accuracy is at least fine accuracy (a right fine class is a right superclass).
+    fine_acc = (fine.probs_test.argmax(1) == fine.y_test).mean()
+    assert (coarse.probs_test.argmax(1) == coarse.y_test).mean() >= fine_acc
+
+
+def test_the_split_is_stratified_seeded_disjoint_and_complete():
+    y = np.repeat(np.arange(7), [10, 20, 30, 40, 50, 60, 90])
+    cal, test = split_rows(y, 0.3, seed=4)
+    assert len(np.intersect1d(cal, test)) == 0
+    np.testing.assert_array_equal(np.sort(np.concatenate([cal, test])), np.arange(len(y)))
+    assert len(cal) == round(0.3 * len(y))
+    # Every class in (about) the same share: stratified.
+    shares = np.bincount(y[cal], minlength=7) / np.bincount(y)
+    assert np.abs(shares - 0.3).max() < 0.06
+    again, _ = split_rows(y, 0.3, seed=4)
+    other, _ = split_rows(y, 0.3, seed=5)
+    np.testing.assert_array_equal(cal, again)
+    assert not np.array_equal(cal, other)
+    assert len(split_rows(y, 120, seed=0)[0]) == 120  # a count of rows
+    with pytest.raises(CalbenchError, match="single row"):
+        split_rows(np.array([0, 0, 1, 1, 2]), 0.5)
+    with pytest.raises(CalbenchError, match="cal_size"):
+        split_rows(y, 1.0)
+
+
+def test_a_users_single_set_npz_is_split_by_the_same_rule(tmp_path, rng):
+    z = rng.normal(size=(300, 4))
+    y = rng.integers(0, 4, 300)
+    np.savez(tmp_path / "one.npz", logits=z, y=y)
+    ds = load_dataset("npz", path=tmp_path / "one.npz", split={"cal_size": 0.4, "seed": 2})
+    cal, test = split_rows(y, 0.4, seed=2)
+    np.testing.assert_array_equal(ds.logits_cal, z[cal])
+    np.testing.assert_array_equal(ds.y_test, y[test])
+    assert ds.is_logits
+    # Probabilities under other key names, as netcal writes them.
+    p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    np.savez(tmp_path / "probs.npz", predictions=p, ground_truth=y)
+    keys = {"probs": "predictions", "y": "ground_truth"}
+    ds = load_dataset("npz", path=tmp_path / "probs.npz", keys=keys)
+    assert not ds.is_logits and len(ds.y_cal) == 150
+    with pytest.raises(CalbenchError, match="no key 'scores'"):
+        load_dataset("npz", path=tmp_path / "probs.npz", keys={"probs": "scores"})
+    with pytest.raises(CalbenchError, match="unknown key"):
+        load_dataset("npz", path=tmp_path / "one.npz", split={"share": 0.5})
+
+
+def test_a_torch_pair_reads_gpu_saved_tensors_on_the_cpu(tmp_path, rng):
+    torch = pytest.importorskip("torch")
+    z = torch.tensor(rng.normal(size=(40, 3)), dtype=torch.float32)
+    y = torch.tensor(np.arange(40) % 3)
+    torch.save((z[:20], y[:20]), tmp_path / "cal.pt")
+    torch.save((z[20:], y[20:]), tmp_path / "test.pt")
+    ds = load_dataset("torch_pair", path_cal=tmp_path / "cal.pt", path_test=tmp_path / "test.pt")
+    np.testing.assert_allclose(ds.logits_test, z[20:].double().numpy())
+    (tmp_path / "bad.pt").write_bytes(b"not a torch file")
+    with pytest.raises(CalbenchError, match="torch-saved tuple"):
+        load_dataset("torch_pair", path_cal=tmp_path / "bad.pt", path_test=tmp_path / "test.pt")
