@@ -1,6 +1,7 @@
 """``calbench report EXPERIMENT``: one self-contained Markdown page per experiment.
 
-The page holds the experiment's ranked tables (written afresh from the store), the figures
+The page holds the experiment's ranked tables (written afresh from the store), the papers'
+claims checked on its tasks (`calbench claims`), the figures
 already drawn for it (``calbench figures``), what was run (data sets, methods, folds, cells)
 and provenance (calbench versions, seeds, config hashes), so a reader sees the whole
 reproduction at a glance.
@@ -15,6 +16,20 @@ from calbench.errors import CalbenchError
 from calbench.plots.write import risk_curve_files
 from calbench.runner.store import ResultStore
 from calbench.tables.write import write_tables
+
+
+def claims_section(experiment: str, results_dir) -> str:
+    """The papers' claims checked on the experiment's tasks, or why there are none."""
+    from calbench.reproduce.claims import check_claims, to_markdown
+    from calbench.runner.bootstrap import BootstrapSettings
+
+    settings = BootstrapSettings()
+    try:
+        return to_markdown(
+            experiment, check_claims(results_dir, experiment, settings=settings), settings
+        )
+    except CalbenchError as exc:
+        return f"## The papers' claims on {experiment}\n\nNone checked: {exc}"
 
 
 def write_report(experiment: str, results_dir="results", intervals=None) -> Path:
@@ -53,7 +68,7 @@ def write_report(experiment: str, results_dir="results", intervals=None) -> Path
     ]
     for path in tables:
         lines += [path.read_text(), ""]
-    lines += ["## Figures", ""]
+    lines += [claims_section(experiment, results_dir), "", "## Figures", ""]
     if figures:
         lines += [f"![{p.stem}](../figures/{p.name})" for p in figures]
     else:

@@ -108,6 +108,9 @@ def test_preset_sweep_then_tables_report_figures_rescore(tmp_path):
     report = (tmp_path / "reports" / "valk_synthetic.md").read_text()
     assert "# Experiment `valk_synthetic`" in report and "| average rank |" in report
     assert "calbench figures --experiment valk_synthetic" in report  # none drawn yet
+    # The claims section: the synthetic sweep has no Dir-ODIR, so Kull's claim is not run.
+    assert "## The papers' claims on valk_synthetic" in report
+    assert "| kull_dir_odir_log_loss" in report and "missing: dir_odir" in report
 
     out = calbench("figures", "--results-dir", str(tmp_path), "--formats", "png")
     assert out.returncode == 0, out.stderr

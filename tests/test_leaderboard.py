@@ -86,13 +86,13 @@ def test_bradley_terry_two_methods_is_the_log_odds_of_their_wins():
     assert np.isfinite(arena.bradley_terry(np.array([[0.0, 5.0], [0.0, 0.0]]))).all()
 
 
-def test_leaderboard_of_a_store_counts_only_wins_the_paired_test_confirms(tmp_path):
-    from calbench.runner.bootstrap import BootstrapSettings, bootstrap_cell
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory):
+    """Three synthetic tasks, four methods each, stored with their predictions."""
     from calbench.runner.job import run_job
-    from calbench.runner.store import ResultStore
-    from calbench.tables.leaderboard import leaderboard, to_latex, to_markdown, write_leaderboard
     from tests.test_runner import plan
 
+    results = tmp_path_factory.mktemp("arena")
     for task, seed in (("task_a", 1), ("task_b", 2), ("task_c", 3)):
         for method in ("uncal", "ts", "vs", "bcts"):
             run_job(
@@ -102,9 +102,18 @@ def test_leaderboard_of_a_store_counts_only_wins_the_paired_test_confirms(tmp_pa
                     f"dataset.seed={seed}",
                     "dataset.n_test=1200",
                     "dataset.n_cal=800",
-                    f"results_dir={tmp_path}",
+                    f"results_dir={results}",
                 )
             )
+    return results
+
+
+def test_leaderboard_of_a_store_counts_only_wins_the_paired_test_confirms(store_dir):
+    from calbench.runner.bootstrap import BootstrapSettings, bootstrap_cell
+    from calbench.runner.store import ResultStore
+    from calbench.tables.leaderboard import leaderboard, to_latex, to_markdown, write_leaderboard
+
+    tmp_path = store_dir
     settings = BootstrapSettings(resamples=200, seed=5)
     board = leaderboard(tmp_path, "default", "log_loss", settings)
     store = ResultStore(tmp_path)
@@ -136,6 +145,8 @@ def test_leaderboard_of_a_store_counts_only_wins_the_paired_test_confirms(tmp_pa
     )
     assert (board.table["win_rate_low"] <= board.table["win_rate"] + 1e-12).all()
     assert board.table.loc["uncal", "win_rate"] < board.table.loc["ts", "win_rate"]
+    assert board.per_task["best"].tolist() == values.idxmin(axis=1).tolist()
+    assert board.per_task["ts_value"].tolist() == values["ts"].tolist()
     markdown = to_markdown(board)
     assert "over 3 tasks in 3 blocks" in markdown and "| uncal" in markdown
     assert r"\toprule" in to_latex(board) and "log\\_loss" in to_latex(board)
@@ -143,3 +154,82 @@ def test_leaderboard_of_a_store_counts_only_wins_the_paired_test_confirms(tmp_pa
     assert sorted(p.suffix for p in paths) == [".csv", ".md", ".tex"]
     csv = pd.read_csv(tmp_path / "lb" / "default_log_loss.csv", index_col="method")
     assert csv.loc["ts", "win_rate"] == pytest.approx(board.table.loc["ts", "win_rate"], rel=1e-5)
+
+
+def test_claims_verdicts_on_constructed_leads():
+    from calbench.reproduce.claims import lead_and_verdict
+
+    rng = np.random.default_rng(0)
+    noise = rng.normal(scale=0.01, size=(3, 500))
+    # holds: 0.10 against 0.20 and 0.25 (a loss), clearly ahead on every resample.
+    lead, low, high, verdict = lead_and_verdict(
+        0.10,
+        np.array([0.20, 0.25]),
+        0.10 + noise[0],
+        np.array([0.20, 0.25])[:, None] + noise[1:],
+        False,
+        0.05,
+    )
+    assert verdict == "holds" and lead == pytest.approx(0.10) and 0 < low < lead < high
+    # fails: the best other is clearly ahead.
+    assert (
+        lead_and_verdict(0.30, np.array([0.20]), 0.30 + noise[0], 0.20 + noise[1:2], False, 0.05)[3]
+        == "fails"
+    )
+    # undecided: a lead well inside the resampling noise.
+    assert (
+        lead_and_verdict(
+            0.200, np.array([0.201]), 0.200 + noise[0], 0.201 + noise[1:2], False, 0.05
+        )[3]
+        == "undecided"
+    )
+    # A score (higher is better): the lead is the method's excess over the best other.
+    lead, *_, verdict = lead_and_verdict(
+        0.9,
+        np.array([0.8, 0.7]),
+        0.9 + noise[0],
+        np.array([0.8, 0.7])[:, None] + noise[1:],
+        True,
+        0.05,
+    )
+    assert verdict == "holds" and lead == pytest.approx(0.1)
+
+
+def test_claims_on_a_store_match_the_paired_bootstrap_by_hand(store_dir):
+    from calbench.reproduce.claims import Claim, check_claims, summary, to_markdown
+    from calbench.runner.bootstrap import BootstrapSettings, bootstrap_cell
+    from calbench.runner.store import ResultStore
+
+    claims = [
+        Claim("ts_beats_uncal", "p", "t", "TS beats uncal", "log_loss", "ts", ("uncal",)),
+        Claim("uncal_beats_ts", "p", "t", "uncal beats TS", "log_loss", "uncal", ("ts",)),
+        Claim("vs_best", "p", "t", "VS beats all", "log_loss", "vs", "all", tasks="task_[ab]"),
+        Claim("dir_beats_ts", "p", "t", "not run", "log_loss", "dir", ("ts",)),
+    ]
+    settings = BootstrapSettings(resamples=200, seed=1)
+    checked = check_claims(store_dir, "default", claims, settings)
+    assert len(checked[checked["claim"] == "vs_best"]) == 2  # the task filter
+    assert set(checked.loc[checked["claim"] == "dir_beats_ts", "verdict"]) == {"not run"}
+    store = ResultStore(store_dir)
+    rows = store.read()
+    rows = rows[rows["metric"] == "log_loss"]
+    for _, r in checked[checked["claim"] == "vs_best"].iterrows():
+        reps, values = {}, {}
+        for method, cell in rows[rows["dataset"] == r["task"]].groupby("method"):
+            h, sha = cell["config_hash"].iat[0], cell["predictions_sha256"].iat[0]
+            boot = bootstrap_cell(store.predictions(h, sha), {"log_loss": {}}, 200, seed=1)
+            reps[method], values[method] = boot.replicates["log_loss"], cell["value"].iat[0]
+        others = ["bcts", "ts", "uncal"]
+        by_hand = np.min([reps[m] for m in others], axis=0) - reps["vs"]
+        low, high = np.quantile(by_hand, [0.025, 0.975])
+        assert (r["low"], r["high"]) == pytest.approx((low, high))
+        assert r["lead"] == pytest.approx(min(values[m] for m in others) - values["vs"])
+    ts = checked[checked["claim"] == "ts_beats_uncal"].set_index("task")
+    un = checked[checked["claim"] == "uncal_beats_ts"].set_index("task")
+    np.testing.assert_allclose(ts["lead"], -un["lead"])
+    # Opposite claims get opposite verdicts (or both undecided).
+    flip = {"holds": "fails", "fails": "holds", "undecided": "undecided"}
+    assert [flip[v] for v in ts["verdict"]] == un["verdict"].tolist()
+    table = summary(checked)
+    assert table[["holds", "fails", "undecided", "not run"]].sum(axis=1).tolist() == [3, 3, 2, 3]
+    assert "## The papers' claims on default" in to_markdown("default", checked, settings)

@@ -25,6 +25,7 @@ commands:
   rescore [OPTIONS]      new metrics on stored cells, no refit (`calbench rescore -h`)
   report EXPERIMENT      one Markdown page with the experiment's tables and figures
   leaderboard EXPERIMENT win rates, Bradley-Terry strengths and paired wins over its tasks
+  claims EXPERIMENT      the papers' headline claims checked on each task: holds/fails/undecided
   reproduce PRESET       run a paper preset on the data present; published vs calbench report
   data list|fetch|verify the papers' data sets: what is present, download, checksums
   list KIND [--json]     methods, metrics, presets, datasets or tables, one line each
@@ -40,6 +41,7 @@ COMMANDS = {
     "reproduce": "reproduce",
     "report": "report",
     "leaderboard": "leaderboard",
+    "claims": "claims",
     "list": "listing",  # not cli/list.py: the package attribute would hide the builtin
 }
 

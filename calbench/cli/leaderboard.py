@@ -25,7 +25,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--no-paired", action="store_true", help="skip the paired per-task tests (faster)"
     )
+    parser.add_argument(
+        "--methods", help="comma-separated: only these methods (default: every method stored)"
+    )
     args = parser.parse_args(argv)
+    methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
     settings = BootstrapSettings(args.resamples, args.bootstrap_seed, True, args.alpha)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     out = Path(args.results_dir) / "leaderboards"
@@ -33,7 +37,7 @@ def main(argv: list[str]) -> None:
 
     for metric in args.metric or ["log_loss"]:
         board = service.leaderboard(
-            args.results_dir, args.experiment, metric, settings, not args.no_paired
+            args.results_dir, args.experiment, metric, settings, not args.no_paired, methods
         )
         print(service.to_markdown(board))
         for path in service.write_leaderboard(board, out, formats):

@@ -37,11 +37,14 @@ class Leaderboard:
     experiment: str
     metric: str
     higher_is_better: bool
-    #: One row per method, best win rate first (see `COLUMNS`).
+    #: One row per method, best win rate first: the statistics of the module docstring.
     table: pd.DataFrame
     #: tasks x methods values that were ranked.
     values: pd.DataFrame
     blocks: list[str]
+    #: Per task: the best method and its value, TS's value and whether the paired test
+    #: tells TS from the best.
+    per_task: pd.DataFrame
     left_out: list[str] = field(default_factory=list)
     paired: bool = True
     settings: BootstrapSettings = field(default_factory=BootstrapSettings)
@@ -93,7 +96,10 @@ def leaderboard(
     metric: str = "log_loss",
     settings: BootstrapSettings | None = None,
     paired: bool = True,
+    methods: list[str] | None = None,
 ) -> Leaderboard:
+    """The leaderboard of ``experiment`` on ``metric`` (``methods``: only these, e.g. to
+    leave out a method that has not run on every task yet)."""
     settings = settings or BootstrapSettings()
     store = ResultStore(results_dir)
     rows = store.read(experiment)
@@ -103,6 +109,14 @@ def leaderboard(
             f"run `calbench run experiment={experiment}` first."
         )
     values, cells = task_values(rows, metric)
+    if methods:
+        unknown = sorted(set(methods) - set(values.columns))
+        if unknown:
+            raise CalbenchError(
+                f"No stored {metric} of method(s) {unknown} in {experiment}; stored: "
+                f"{sorted(values.columns)}."
+            )
+        values = values[list(methods)]
     complete = values.dropna()
     left_out = sorted(set(values.index) - set(complete.index))
     if len(complete) < 1 or complete.shape[1] < 2:
@@ -152,9 +166,20 @@ def leaderboard(
         table["better_than_ts"] = (wins & distinct)[:, :, ref].sum(axis=0)
         table["worse_than_ts"] = (wins & distinct)[:, ref, :].sum(axis=0)
     table["median_fit_seconds"] = fit_seconds(rows).reindex(methods).to_numpy()
+    best = complete.idxmax(axis=1) if better else complete.idxmin(axis=1)
+    per_task = pd.DataFrame(
+        {"best": best, "best_value": complete.max(axis=1) if better else complete.min(axis=1)}
+    )
+    if REFERENCE in methods:
+        per_task["ts_value"] = complete[REFERENCE]
+        if paired:
+            ref = methods.index(REFERENCE)
+            per_task["ts_distinguishable"] = [
+                bool(distinct[t, methods.index(b), ref]) for t, b in enumerate(best)
+            ]
     table = table.sort_values(["win_rate", "mean_rank"], ascending=[False, True])
     return Leaderboard(
-        experiment, metric, better, table, complete, blocks, left_out, paired, settings
+        experiment, metric, better, table, complete, blocks, per_task, left_out, paired, settings
     )
 
 
@@ -212,7 +237,17 @@ def to_markdown(board: Leaderboard) -> str:
     frame = display_frame(board)
     frame.insert(0, "method", frame.index)
     frame.insert(0, "", range(1, len(frame) + 1))
-    lines = [f"**{caption(board)}**", "", frame.to_markdown(index=False)]
+    lines = [f"**{caption(board)}**", "", frame.to_markdown(index=False), ""]
+    per_task = board.per_task.copy()
+    if "ts_distinguishable" in per_task:
+        per_task["ts_distinguishable"] = per_task["ts_distinguishable"].map(
+            {True: "yes", False: "no (tied)"}
+        )
+    lines += [
+        "Per task: the best method, TS's value and whether the paired test tells TS from it.",
+        "",
+        per_task.to_markdown(floatfmt=".4f"),
+    ]
     return "\n".join(lines) + "\n"
 
 
