@@ -2,7 +2,7 @@
 PYTHON ?= python
 RESULTS ?= results
 
-.PHONY: install run test test-slow lint tables ho figures report reproduce reproduce-uci bench clean
+.PHONY: install run test test-slow lint tables ho networks figures report reproduce reproduce-uci bench clean
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
@@ -33,19 +33,35 @@ tables: ho
 	calbench run experiment=valk_synthetic results_dir=$(RESULTS)
 	calbench tables --results-dir $(RESULTS)
 
-# Ho's presets (preset:data set), each on the papers' data where it is present, else on its
-# synthetic stand-in (the `_offline` twin, labelled as such in its tables).
-HO_PRESETS = ho_known_loss_fungi:fungi ho_known_loss_ham10000:ham10000 \
-	ho_convex_reject:c100_superclass ho_convex_dangerous:c100_superclass \
-	ho_convex_ham10000:ham10000 ho_prior_shift:c100_superclass
+# Ho's presets, each on the real data sets of its sweep that are present in $(DATA) (the
+# CIFAR-100 superclasses of Kull's ResNet-110 and of netcal's DenseNet-BC-100 and
+# WRN-16-4, fungi, HAM10000), else on its synthetic stand-in (the `_offline` twin, labelled as
+# such in its tables).
+HO_PRESETS = ho_known_loss_fungi ho_known_loss_ham10000 ho_convex_reject ho_convex_dangerous \
+	ho_convex_ham10000 ho_prior_shift
 
 ho:
-	@for entry in $(HO_PRESETS); do \
-	  preset=$${entry%%:*}; data=$${entry##*:}; \
-	  if calbench data has $$data --data-dir $(DATA) > /dev/null; then run=$$preset; \
-	  else run=$${preset}_offline; echo "$$data absent: $$run (synthetic stand-in)"; fi; \
-	  calbench run experiment=$$run results_dir=$(RESULTS) data_dir=$(DATA) || exit 1; \
+	@for preset in $(HO_PRESETS); do \
+	  if data=$$(calbench data present $$preset --data-dir $(DATA) 2> /dev/null); then \
+	    calbench run -m experiment=$$preset dataset=$$data results_dir=$(RESULTS) \
+	      data_dir=$(DATA) || exit 1; \
+	  else \
+	    echo "$$preset: none of its data sets is in $(DATA); $${preset}_offline (synthetic stand-in)"; \
+	    calbench run experiment=$${preset}_offline results_dir=$(RESULTS) data_dir=$(DATA) || exit 1; \
+	  fi; \
 	done
+
+# Every real network present against each paper's headline methods and the state of the art,
+# then the leaderboard and the papers' claims (FROM=DIR first installs the files found there,
+# e.g. FROM=../shared/data).
+networks:
+	$(if $(FROM),calbench data fetch all --from $(FROM) --data-dir $(DATA))
+	calbench run -m experiment=real_networks \
+	  dataset=$$(calbench data present real_networks --data-dir $(DATA)) \
+	  results_dir=$(RESULTS) data_dir=$(DATA)
+	calbench leaderboard real_networks --metric log_loss --metric classwise_ece \
+	  --results-dir $(RESULTS)
+	calbench claims real_networks --results-dir $(RESULTS)
 
 # Valk Fig. 5-style simplex maps, reliability diagrams and KS graphs of the synthetic experiment.
 figures:
@@ -86,4 +102,5 @@ bench:
 	    $(RESULTS)/bench/presets.md > $(RESULTS)/bench/summary.md
 
 clean:
-	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/figures $(RESULTS)/reports $(RESULTS)/hydra
+	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/figures $(RESULTS)/reports $(RESULTS)/hydra \
+	    $(RESULTS)/leaderboards $(RESULTS)/claims

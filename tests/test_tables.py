@@ -440,3 +440,49 @@ def test_an_experiment_without_a_paper_layout_gets_generic_ranked_tables(tmp_pat
     assert "Friedman test over 2 tasks: p = 0.607." in md  # chi2 = 1.0 on 2 df
     true = (tmp_path / "tables" / "default_true_classwise_ce.md").read_text()
     assert "mine" not in true and "Not yet in the store" not in true
+
+
+def test_risk_curves_of_two_networks_are_kept_apart(tmp_path):
+    """Ho's presets on several real networks: each network's curves and table on their own,
+    named after it, never averaged together."""
+    from calbench.decision.family import curve_metric
+    from calbench.runner.store import ResultStore
+    from calbench.tables.write import table_specs, write_tables
+
+    spec = table_specs()["ho_convex_reject_fig_4l"]
+    keys = sorted({key for lines in spec["panels"].values() for key in lines})
+    store = ResultStore(tmp_path)
+    for n, (network, level) in enumerate((("net_a", 0.1), ("net_b", 0.9))):
+        for i, key in enumerate(keys):
+            method, criterion = key.split("/")
+            records = [
+                {
+                    "experiment": "ho_convex_reject",
+                    "dataset": network,
+                    "classifier": "none",
+                    "method": method,
+                    "criterion": criterion,
+                    "loss": "l",
+                    "shift": "none",
+                    "protocol": "nested",
+                    "metric": curve_metric(eps),
+                    "fold": fold,
+                    "value": level + 0.01 * fold,
+                    "fit_seconds": 0.0,
+                    "params": "{}",
+                    "config_hash": f"{n}{i:03d}",
+                    "seed": 0,
+                    "calbench_version": "test",
+                }
+                for eps in np.linspace(0, 1, 21)
+                for fold in range(3)
+            ]
+            store.write(f"{n}{i:03d}", pd.DataFrame(records))
+    written = {p.name for p in write_tables(tmp_path, "ho_convex_reject", ("md", "csv"), False)}
+    assert {"ho_convex_reject_fig_4l_net_a.csv", "ho_convex_reject_fig_4l_net_b.md"} <= written
+    for network, level in (("net_a", 0.1), ("net_b", 0.9)):
+        curves = pd.read_csv(tmp_path / "tables" / f"ho_convex_reject_fig_4l_{network}.csv")
+        assert set(curves["dataset"]) == {network}
+        assert curves["mean"].to_numpy() == pytest.approx(level + 0.01)
+        table = (tmp_path / "tables" / f"ho_convex_reject_fig_4l_{network}.md").read_text()
+        assert f"Network: {network}." in table

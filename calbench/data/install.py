@@ -59,6 +59,7 @@ def list_sets(data_dir) -> list[list[str]]:
                 sums,
                 how,
                 ",".join(using.get(name, [])),
+                _source(reg),
             ]
         )
     return rows
@@ -74,7 +75,15 @@ LIST_HEADERS = [
     "sha256",
     "how to get it",
     "experiments",
+    "source (licence)",
 ]
+
+
+def _source(reg) -> str:
+    """``owner/name@commit (licence)`` of a network that is no paper's own, else -."""
+    if not reg.source:
+        return "-"
+    return f"{reg.source.get('repository')}@{str(reg.source.get('commit'))[:8]} ({reg.licence})"
 
 
 def usable(names, data_dir) -> list[str]:

@@ -18,20 +18,6 @@ def cd_diagram(ax, result: FriedmanResult, title=""):
     for r in range(1, k + 1):
         ax.vlines(r, 0.78, 0.82, color="black", linewidth=1)
         ax.text(r, 0.85, str(r), ha="center", fontsize=8)
-    half = (k + 1) // 2
-    for i, (name, rank) in enumerate(ranks.items()):
-        left = i < half
-        level = 0.7 - 0.08 * (i if left else k - 1 - i)
-        end = 1 - 0.2 if left else k + 0.2
-        ax.plot([rank, rank, end], [0.8, level, level], color="black", linewidth=0.8)
-        ax.text(
-            end,
-            level + 0.01,
-            f"{name} ({rank:.2f})",
-            ha="left" if left else "right",
-            va="bottom",
-            fontsize=7,
-        )
     cd = result.critical_difference
     ax.hlines(0.95, 1, 1 + cd, color="#d62728", linewidth=2)
     ax.text(1 + cd / 2, 0.96, f"CD = {cd:.2f}", ha="center", va="bottom", fontsize=7)
@@ -44,6 +30,24 @@ def cd_diagram(ax, result: FriedmanResult, title=""):
     for n, (i, j) in enumerate(cliques):
         y = 0.76 - 0.03 * n
         ax.hlines(y, values[i] - 0.03, values[j] + 0.03, color="black", linewidth=3)
+    half = (k + 1) // 2
+    # Labels stacked down from below the clique bars, closer together for many methods so
+    # that all stay on the axes.
+    top = min(0.7, 0.73 - 0.03 * len(cliques))
+    step = min(0.08, (top - 0.05) / half)
+    for i, (name, rank) in enumerate(ranks.items()):
+        left = i < half
+        level = top - step * (i if left else k - 1 - i)
+        end = 1 - 0.2 if left else k + 0.2
+        ax.plot([rank, rank, end], [0.8, level, level], color="black", linewidth=0.8)
+        ax.text(
+            end,
+            level + 0.01,
+            f"{name} ({rank:.2f})",
+            ha="left" if left else "right",
+            va="bottom",
+            fontsize=7,
+        )
     ax.set_axis_off()
     ax.set_title(
         f"{title}  Friedman p = {result.p_value:.2g}, {result.test} "

@@ -41,7 +41,6 @@ def cd_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
     cd_diagram(
         ax,
         result,
-        title=f"{board.experiment}: {board.metric}, Friedman p = "
-        f"{result.p_value:.2g}, {result.n_tasks} tasks",
+        title=f"{board.experiment}: mean ranks on {board.metric};",
     )
     return save_figure(fig, out_dir, f"{board.experiment}_{board.metric}_cd", formats)

@@ -108,10 +108,11 @@ def write_tables(
             part = part[part[column] == value]
         try:
             if spec["layout"] == "risk_curve":
-                written += _write_curves(spec, part, Path(results_dir), formats, echo)
-                if draw_curve is not None:  # the figure is the plots' (see the docstring)
-                    written += draw_curve(spec, curve_frame(spec, part), Path(results_dir))
-                built.append(spec["name"])
+                for one, piece in _per_network(spec, part):
+                    written += _write_curves(one, piece, Path(results_dir), formats, echo)
+                    if draw_curve is not None:  # the figure is the plots' (see the docstring)
+                        written += draw_curve(one, curve_frame(one, piece), Path(results_dir))
+                    built.append(one["name"])
                 continue
             table = mark_wrong_certainties(build_table(spec, part, higher_is_better), part)
             if intervals is not None:
@@ -134,6 +135,23 @@ def write_tables(
     if not built:
         raise CalbenchError("No table could be built: " + "; ".join(skipped))
     return written
+
+
+def _per_network(spec: dict, rows) -> list[tuple[dict, object]]:
+    """A risk-curve spec once per data set (network) its rows hold, so that two networks'
+    curves are never averaged: each title names its network, and where there are several,
+    each gets files of its own (``NAME_DATASET``)."""
+    names = sorted(set(rows["dataset"])) if not rows.empty else []
+    if len(names) < 2:
+        on = f" Network: {names[0]}." if names else ""
+        return [(dict(spec, title=spec["title"].rstrip() + on), rows)]
+    return [
+        (
+            dict(spec, name=f"{spec['name']}_{name}", title=f"{spec['title']} Network: {name}."),
+            rows[rows["dataset"] == name],
+        )
+        for name in names
+    ]
 
 
 def _write_curves(spec, rows, results_dir: Path, formats, echo) -> list[Path]:
