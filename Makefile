@@ -2,7 +2,7 @@
 PYTHON ?= python
 RESULTS ?= results
 
-.PHONY: install run test test-slow lint tables ho networks figures report reproduce reproduce-uci bench clean
+.PHONY: install run test test-slow test-networks lint tables ho networks figures report reproduce reproduce-uci bench clean
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
@@ -21,6 +21,10 @@ test:
 
 test-slow:
 	$(PYTHON) -m pytest -q -m slow
+
+# The real-networks preset on one shared network, then its leaderboard and claims (~3 min).
+test-networks:
+	$(PYTHON) -m pytest -q -m slow tests/test_networks.py
 
 lint:
 	ruff check calbench hydra_plugins tests benchmarks scripts

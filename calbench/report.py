@@ -14,7 +14,7 @@ from pathlib import Path
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.plots.write import risk_curve_files
-from calbench.runner.store import ResultStore
+from calbench.runner.store import ResultStore, experiment_rows
 from calbench.tables.write import write_tables
 
 
@@ -35,12 +35,7 @@ def claims_section(experiment: str, results_dir) -> str:
 def write_report(experiment: str, results_dir="results", intervals=None) -> Path:
     """The page of ``experiment``; with ``intervals`` (`BootstrapSettings`) its tables carry
     bootstrap intervals and marks (`calbench tables --ci`)."""
-    rows = ResultStore(results_dir).read(experiment)
-    if rows.empty:
-        raise CalbenchError(
-            f"No results for experiment {experiment!r} in {results_dir}; "
-            f"run `calbench run experiment={experiment}` first."
-        )
+    rows = experiment_rows(ResultStore(results_dir), experiment)
     results_dir = Path(results_dir)
     tables = write_tables(
         results_dir,

@@ -138,3 +138,41 @@ def test_a_torch_pair_reads_gpu_saved_tensors_on_the_cpu(tmp_path, rng):
     (tmp_path / "bad.pt").write_bytes(b"not a torch file")
     with pytest.raises(CalbenchError, match="torch-saved tuple"):
         load_dataset("torch_pair", path_cal=tmp_path / "bad.pt", path_test=tmp_path / "test.pt")
+
+
+@pytest.mark.slow
+def test_real_networks_preset_then_leaderboard_and_claims(more_networks, tmp_path):
+    """The whole panel on one network from the shared files (about 3 minutes on 2 cores),
+    then the leaderboard and the claims from the command line, as `make networks` runs."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    def calbench(*args):
+        out = subprocess.run(
+            [sys.executable, "-m", "calbench.cli", *args], capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout
+
+    present = calbench("data", "present", "real_networks", "--data-dir", str(more_networks))
+    assert "c10_wrn16_4_netcal" in present.split(",")
+    calbench(
+        "run",
+        "-m",
+        "experiment=real_networks",
+        "dataset=c10_wrn16_4_netcal",
+        f"data_dir={more_networks}",
+        f"results_dir={tmp_path}",
+    )
+    panel = read_group("experiment")["real_networks"]["hydra"]["sweeper"]["params"]["method"]
+    calbench("leaderboard", "real_networks", "--results-dir", str(tmp_path), "--resamples", "200")
+    board = pd.read_csv(tmp_path / "leaderboards" / "real_networks_log_loss.csv", index_col=0)
+    assert set(board.index) == set(panel.split(","))
+    assert board.loc["ts", "mean_rank"] < board.loc["uncal", "mean_rank"]
+    assert (tmp_path / "leaderboards" / "real_networks_log_loss_winrate.png").is_file()
+    calbench("claims", "real_networks", "--results-dir", str(tmp_path), "--resamples", "200")
+    claims = pd.read_csv(tmp_path / "claims" / "real_networks.csv")
+    # Every claim is checked on this CIFAR-10 network, with every method it names present.
+    assert len(claims) == 7 and set(claims["verdict"]) <= {"holds", "fails", "undecided"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import calbench.reproduce.claims as service
 from calbench.atomic import atomic_write_text
-from calbench.runner.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
+from calbench.cli.options import add_paired_bootstrap_options, paired_bootstrap_settings
 
 
 def main(argv: list[str]) -> None:
@@ -18,11 +18,9 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("experiment")
     parser.add_argument("--results-dir", default="results", help="default: results")
-    parser.add_argument("--alpha", type=float, default=0.05, help="interval level 1-alpha")
-    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="1000")
-    parser.add_argument("--bootstrap-seed", type=int, default=0)
+    add_paired_bootstrap_options(parser)
     args = parser.parse_args(argv)
-    settings = BootstrapSettings(args.resamples, args.bootstrap_seed, True, args.alpha)
+    settings = paired_bootstrap_settings(args)
     checked = service.check_claims(args.results_dir, args.experiment, settings=settings)
     text = service.to_markdown(args.experiment, checked, settings)
     print(text)

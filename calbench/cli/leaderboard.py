@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 import calbench.tables.leaderboard as service
-from calbench.runner.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
+from calbench.cli.options import add_paired_bootstrap_options, paired_bootstrap_settings
 
 
 def main(argv: list[str]) -> None:
@@ -19,9 +19,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--metric", action="append", help="default: log_loss; repeatable")
     parser.add_argument("--results-dir", default="results", help="default: results")
     parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
-    parser.add_argument("--alpha", type=float, default=0.05, help="interval level 1-alpha")
-    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="1000")
-    parser.add_argument("--bootstrap-seed", type=int, default=0)
+    add_paired_bootstrap_options(parser)
     parser.add_argument(
         "--no-paired", action="store_true", help="skip the paired per-task tests (faster)"
     )
@@ -30,7 +28,7 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
-    settings = BootstrapSettings(args.resamples, args.bootstrap_seed, True, args.alpha)
+    settings = paired_bootstrap_settings(args)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     out = Path(args.results_dir) / "leaderboards"
     from calbench.plots.leaderboard import cd_figure, win_rate_figure

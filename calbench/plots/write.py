@@ -28,7 +28,7 @@ from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
 from calbench.plots.cd_diagram import cd_diagram
 from calbench.plots.ks import ece_variance_scatter
 from calbench.plots.predictions import stored_tasks, task_figures
-from calbench.runner.store import ResultStore
+from calbench.runner.store import ResultStore, experiment_rows
 from calbench.tables.statistics import friedman
 
 
@@ -40,12 +40,7 @@ def swept_methods(experiment: str) -> list[str]:
 def cd_figures(
     experiment: str, results_dir, metrics, out_dir: Path, formats, rows=None
 ) -> list[Path]:
-    rows = ResultStore(results_dir).read(experiment) if rows is None else rows
-    if rows.empty:
-        raise CalbenchError(
-            f"No results for experiment {experiment!r} in {results_dir}; "
-            f"run `calbench run experiment={experiment}` first."
-        )
+    rows = experiment_rows(ResultStore(results_dir), experiment) if rows is None else rows
     paths = []
     for metric in metrics:
         table = (
@@ -122,13 +117,7 @@ def write_figures(
     reliability diagrams' bars."""
     out_dir = Path(results_dir) / "figures"
     store = ResultStore(results_dir)
-    stored = store.read(experiment)
-    if stored.empty:
-        raise CalbenchError(
-            f"No results for experiment {experiment!r} in {results_dir}; run `calbench run "
-            f"experiment={experiment}` (or your sweep) first; `calbench tables` lists the "
-            "experiments stored."
-        )
+    stored = experiment_rows(store, experiment)
     if methods:
         unknown = sorted(set(methods) - set(stored["method"]))
         if unknown:  # before any work

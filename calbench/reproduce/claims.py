@@ -24,7 +24,7 @@ from calbench.conf_files import load_yaml
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
 from calbench.runner.bootstrap import BootstrapSettings
-from calbench.runner.store import ResultStore
+from calbench.runner.store import ResultStore, experiment_rows
 from calbench.tables.intervals import Replicates
 from calbench.tables.leaderboard import task_values
 
@@ -72,12 +72,7 @@ def check_claims(
     """One row per (claim, task): lead, interval and verdict (see the module docstring)."""
     settings = settings or BootstrapSettings()
     store = ResultStore(results_dir)
-    rows = store.read(experiment)
-    if rows.empty:
-        raise CalbenchError(
-            f"No results for experiment {experiment!r} in {results_dir}; "
-            f"run `calbench run experiment={experiment}` first."
-        )
+    rows = experiment_rows(store, experiment)
     checksums = dict(zip(rows["config_hash"], rows["predictions_sha256"], strict=True))
     draws = Replicates(store, checksums, settings)
     stored_metrics = set(rows["metric"])

@@ -153,6 +153,18 @@ class ResultStore:
         return frame
 
 
+def experiment_rows(store: ResultStore, experiment: str) -> pd.DataFrame:
+    """The latest rows of ``experiment``, or one error saying how to get some."""
+    rows = store.read(experiment)
+    if rows.empty:
+        raise CalbenchError(
+            f"No results for experiment {experiment!r} in {store.root.parent}; run `calbench "
+            f"run experiment={experiment}` (or your sweep) first; `calbench tables` lists the "
+            "experiments stored."
+        )
+    return rows
+
+
 def _setting(config_file: Path, fallback: str) -> str:
     """A hash of a stored cell's config without its method and criterion sections."""
     if not config_file.is_file():

@@ -22,7 +22,7 @@ import pandas as pd
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
 from calbench.runner.bootstrap import BootstrapSettings
-from calbench.runner.store import ResultStore
+from calbench.runner.store import ResultStore, experiment_rows
 from calbench.tables import arena
 from calbench.tables.generic import task_rows
 from calbench.tables.intervals import Replicates
@@ -102,12 +102,7 @@ def leaderboard(
     leave out a method that has not run on every task yet)."""
     settings = settings or BootstrapSettings()
     store = ResultStore(results_dir)
-    rows = store.read(experiment)
-    if rows.empty:
-        raise CalbenchError(
-            f"No results for experiment {experiment!r} in {results_dir}; "
-            f"run `calbench run experiment={experiment}` first."
-        )
+    rows = experiment_rows(store, experiment)
     values, cells = task_values(rows, metric)
     if methods:
         unknown = sorted(set(methods) - set(values.columns))
