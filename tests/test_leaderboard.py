@@ -233,3 +233,25 @@ def test_claims_on_a_store_match_the_paired_bootstrap_by_hand(store_dir):
     table = summary(checked)
     assert table[["holds", "fails", "undecided", "not run"]].sum(axis=1).tolist() == [3, 3, 2, 3]
     assert "## The papers' claims on default" in to_markdown("default", checked, settings)
+
+
+def test_competitors_are_method_and_criterion_and_tasks_split_by_shift():
+    """Ho's sweeps: TS fitted to the NLL and to the ECE compete as two methods, and each
+    prior shift is a task of its own (uncal, which fits nothing, keeps its name)."""
+    from calbench.tables.leaderboard import block_of, labelled
+    from tests.conftest import store_row
+
+    rows = pd.DataFrame(
+        [
+            store_row(dataset="c100", method=m, criterion=c, shift=s, metric="log_loss")
+            for m, c in (("ts", "nll"), ("ts", "ece"), ("uncal", "none"))
+            for s in ("lt_k1", "lt_stronger")
+        ]
+    )
+    out = labelled(rows)
+    assert sorted(set(out["method"])) == ["ts/ece", "ts/nll", "uncal"]
+    assert sorted(set(out["dataset"])) == ["c100 / shift=lt_k1", "c100 / shift=lt_stronger"]
+    assert {block_of(t) for t in out["dataset"]} == {"c100"}
+    # One criterion: the methods keep their names.
+    plain = labelled(rows[rows["criterion"] != "ece"])
+    assert sorted(set(plain["method"])) == ["ts", "uncal"]

@@ -50,9 +50,24 @@ class Leaderboard:
     settings: BootstrapSettings = field(default_factory=BootstrapSettings)
 
 
+def labelled(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``dataset`` naming the task and ``method`` the competitor: a method
+    fitted to several criteria competes once per criterion (``ts/nll``), and a sweep over
+    losses or shifts makes a task of each (``set / shift=lt_k1``)."""
+    rows = task_rows(rows)
+    fitted = rows["criterion"] != "none"  # uncal fits nothing
+    if rows.loc[fitted, "criterion"].nunique() > 1:
+        named = rows["method"].where(~fitted, rows["method"] + "/" + rows["criterion"])
+        rows = rows.assign(method=named)
+    for column in ("loss", "shift"):
+        if rows[column].nunique() > 1:
+            rows = rows.assign(dataset=rows["dataset"] + f" / {column}=" + rows[column])
+    return rows
+
+
 def task_values(rows: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(tasks x methods fold means, tasks x methods lists of cell hashes) of ``metric``."""
-    picked = task_rows(rows[rows["metric"] == metric])
+    picked = labelled(rows[rows["metric"] == metric])
     if picked.empty:
         known = sorted(set(rows["metric"]))
         raise CalbenchError(f"No stored values of metric {metric!r}; stored: {known}.")
@@ -63,7 +78,7 @@ def task_values(rows: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, pd.DataF
 
 def fit_seconds(rows: pd.DataFrame) -> pd.Series:
     """Median over tasks of each method's fit time (a cell's folds added up)."""
-    cells = task_rows(rows).drop_duplicates(["config_hash", "fold"])
+    cells = labelled(rows).drop_duplicates(["config_hash", "fold"])
     per_cell = cells.groupby(["config_hash", "dataset", "method"])["fit_seconds"].sum()
     return per_cell.groupby("method").median()
 
