@@ -146,6 +146,8 @@ def test_leaderboard_of_a_store_counts_only_wins_the_paired_test_confirms(store_
     assert (board.table["win_rate_low"] <= board.table["win_rate"] + 1e-12).all()
     assert board.table.loc["uncal", "win_rate"] < board.table.loc["ts", "win_rate"]
     assert board.per_task["best"].tolist() == values.idxmin(axis=1).tolist()
+    fits = log_loss.groupby("method")["fit_seconds"].median()  # one fold and row a task
+    np.testing.assert_allclose(board.table.loc[fits.index, "median_fit_seconds"], fits)
     assert board.per_task["ts_value"].tolist() == values["ts"].tolist()
     markdown = to_markdown(board)
     assert "over 3 tasks in 3 blocks" in markdown and "| uncal" in markdown

@@ -76,9 +76,10 @@ def task_values(rows: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, pd.DataF
     return values, cells.unstack("method")
 
 
-def fit_seconds(rows: pd.DataFrame) -> pd.Series:
-    """Median over tasks of each method's fit time (a cell's folds added up)."""
+def fit_seconds(rows: pd.DataFrame, tasks) -> pd.Series:
+    """Median over ``tasks`` of each method's fit time (a cell's folds added up)."""
     cells = labelled(rows).drop_duplicates(["config_hash", "fold"])
+    cells = cells[cells["dataset"].isin(tasks)]
     per_cell = cells.groupby(["config_hash", "dataset", "method"])["fit_seconds"].sum()
     return per_cell.groupby("method").median()
 
@@ -175,7 +176,7 @@ def leaderboard(
         ref = methods.index(REFERENCE)
         table["better_than_ts"] = (wins & distinct)[:, :, ref].sum(axis=0)
         table["worse_than_ts"] = (wins & distinct)[:, ref, :].sum(axis=0)
-    table["median_fit_seconds"] = fit_seconds(rows).reindex(methods).to_numpy()
+    table["median_fit_seconds"] = fit_seconds(rows, complete.index).reindex(methods).to_numpy()
     best = complete.idxmax(axis=1) if better else complete.idxmin(axis=1)
     per_task = pd.DataFrame(
         {"best": best, "best_value": complete.max(axis=1) if better else complete.min(axis=1)}
