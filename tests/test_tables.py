@@ -280,6 +280,33 @@ def test_every_shipped_table_spec_builds_from_a_complete_store():
         assert np.isfinite(table.values).all(), name  # every cell it reads was named
 
 
+def _store_curve(store, cell_hash, experiment, dataset, key, shift, value) -> None:
+    """One stored risk-curve cell of ``key`` (method/criterion): 21 eps points x 3 folds,
+    ``value(eps, fold)`` each."""
+    from calbench.decision.family import curve_metric
+    from tests.conftest import store_row
+
+    method, criterion = key.split("/")
+    records = [
+        store_row(
+            experiment=experiment,
+            dataset=dataset,
+            method=method,
+            criterion=criterion,
+            loss="l",
+            shift=shift,
+            protocol="nested",
+            metric=curve_metric(eps),
+            fold=fold,
+            value=value(eps, fold),
+            config_hash=cell_hash,
+        )
+        for eps in np.linspace(0, 1, 21)
+        for fold in range(3)
+    ]
+    store.write(cell_hash, pd.DataFrame(records))
+
+
 def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
     from calbench.decision.family import curve_metric
     from calbench.runner.store import ResultStore
@@ -295,29 +322,7 @@ def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
         for lines in spec["panels"].values():
             cells.update({(spec["experiment"], shift, key): None for key in lines})
     for i, (experiment, shift, key) in enumerate(cells):
-        records = [
-            {
-                "experiment": experiment,
-                "dataset": "d",
-                "classifier": "none",
-                "method": key.split("/")[0],
-                "criterion": key.split("/")[1],
-                "loss": "l",
-                "shift": shift,
-                "protocol": "nested",
-                "metric": curve_metric(eps),
-                "fold": fold,
-                "value": rng.random(),
-                "fit_seconds": 0.0,
-                "params": "{}",
-                "config_hash": f"{i:04d}",
-                "seed": 0,
-                "calbench_version": "test",
-            }
-            for eps in np.linspace(0, 1, 21)
-            for fold in range(3)
-        ]
-        store.write(f"{i:04d}", pd.DataFrame(records))
+        _store_curve(store, f"{i:04d}", experiment, "d", key, shift, lambda eps, fold: rng.random())
     from calbench.plots.write import risk_curve_files
 
     written = {p.name for p in write_tables(tmp_path, echo=False, draw_curve=risk_curve_files)}
@@ -445,7 +450,6 @@ def test_an_experiment_without_a_paper_layout_gets_generic_ranked_tables(tmp_pat
 def test_risk_curves_of_two_networks_are_kept_apart(tmp_path):
     """Ho's presets on several real networks: each network's curves and table on their own,
     named after it, never averaged together."""
-    from calbench.decision.family import curve_metric
     from calbench.runner.store import ResultStore
     from calbench.tables.write import table_specs, write_tables
 
@@ -454,30 +458,8 @@ def test_risk_curves_of_two_networks_are_kept_apart(tmp_path):
     store = ResultStore(tmp_path)
     for n, (network, level) in enumerate((("net_a", 0.1), ("net_b", 0.9))):
         for i, key in enumerate(keys):
-            method, criterion = key.split("/")
-            records = [
-                {
-                    "experiment": "ho_convex_reject",
-                    "dataset": network,
-                    "classifier": "none",
-                    "method": method,
-                    "criterion": criterion,
-                    "loss": "l",
-                    "shift": "none",
-                    "protocol": "nested",
-                    "metric": curve_metric(eps),
-                    "fold": fold,
-                    "value": level + 0.01 * fold,
-                    "fit_seconds": 0.0,
-                    "params": "{}",
-                    "config_hash": f"{n}{i:03d}",
-                    "seed": 0,
-                    "calbench_version": "test",
-                }
-                for eps in np.linspace(0, 1, 21)
-                for fold in range(3)
-            ]
-            store.write(f"{n}{i:03d}", pd.DataFrame(records))
+            value = lambda eps, fold, level=level: level + 0.01 * fold  # noqa: E731
+            _store_curve(store, f"{n}{i:03d}", "ho_convex_reject", network, key, "none", value)
     written = {p.name for p in write_tables(tmp_path, "ho_convex_reject", ("md", "csv"), False)}
     assert {"ho_convex_reject_fig_4l_net_a.csv", "ho_convex_reject_fig_4l_net_b.md"} <= written
     for network, level in (("net_a", 0.1), ("net_b", 0.9)):
