@@ -139,8 +139,10 @@ def leaderboard(
     cells = cells.loc[complete.index, methods]
     cells.attrs["metric"] = metric
     better = higher_is_better(metric)
-    if paired and (rows["predictions_sha256"].fillna("") == "").any():
-        paired = False  # cells stored without predictions: no paired tests
+    ranked = {h for hashes in cells.to_numpy().ravel() for h in hashes}
+    sums = rows.loc[rows["config_hash"].isin(ranked), "predictions_sha256"].fillna("")
+    if paired and (sums == "").any():
+        paired = False  # cells stored without predictions: no paired tests (the caption says)
     wins = arena.beats(complete.to_numpy(), better)
     distinct = _paired(store, rows, cells, methods, settings) if paired else None
     clear = wins & distinct if paired else wins
