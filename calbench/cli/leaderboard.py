@@ -31,7 +31,7 @@ def main(argv: list[str]) -> None:
     settings = paired_bootstrap_settings(args)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     out = Path(args.results_dir) / "leaderboards"
-    from calbench.plots.leaderboard import cd_figure, win_rate_figure
+    from calbench.plots.leaderboard import leaderboard_cd_figure, win_rate_figure
 
     for metric in args.metric or ["log_loss"]:
         board = service.leaderboard(
@@ -40,5 +40,5 @@ def main(argv: list[str]) -> None:
         print(service.to_markdown(board))
         for path in service.write_leaderboard(board, out, formats):
             print(f"wrote {path}")
-        for path in win_rate_figure(board, out) + cd_figure(board, out):
+        for path in win_rate_figure(board, out) + leaderboard_cd_figure(board, out):
             print(f"wrote {path}")

@@ -86,26 +86,41 @@ def _source(reg) -> str:
     return f"{reg.source.get('repository')}@{str(reg.source.get('commit'))[:8]} ({reg.licence})"
 
 
-def usable(names, data_dir) -> list[str]:
-    """The problems that keep the named sets from being used here (none: all usable)."""
+def _problems(names, data_dir) -> dict[str, str]:
+    """Name -> what keeps it from being used here, for the named sets that cannot be (the
+    registry read once)."""
     sets = registered_sets()
-    problems = []
+    problems = {}
     for name in names:
         if name not in sets:
             raise unknown_name("data set", name, sets, " `calbench data list` describes them.")
         status, how = set_status(name, sets[name], data_dir)
         if not status.startswith(("present", "available")):
-            problems.append(f"{name}: {status} ({how})")
+            problems[name] = f"{name}: {status} ({how})"
     return problems
 
 
-def in_folder(source_dir, filename: str) -> Path | None:
-    """``filename`` in ``source_dir`` or in a folder below it (a collection of networks is
-    laid out by source: ``more_networks/netcal/...``), or None."""
-    direct = Path(source_dir) / filename
-    if direct.is_file():
-        return direct
-    return next((p for p in sorted(Path(source_dir).rglob(filename)) if p.is_file()), None)
+def usable(names, data_dir) -> list[str]:
+    """The problems that keep the named sets from being used here (none: all usable)."""
+    return list(_problems(names, data_dir).values())
+
+
+def usable_sets(names, data_dir) -> list[str]:
+    """The named sets that can be used here, in their order."""
+    problems = _problems(names, data_dir)
+    return [name for name in names if name not in problems]
+
+
+def files_below(source_dir) -> dict[str, Path]:
+    """File name -> its path in ``source_dir`` or a folder below it (a collection of networks
+    is laid out by source: ``more_networks/netcal/...``); a name at the top wins, then the
+    first in sorted order. The folder is walked once per fetch."""
+    found: dict[str, Path] = {}
+    top = Path(source_dir)
+    for path in sorted(top.rglob("*"), key=lambda p: (p.parent != top, str(p))):
+        if path.is_file():
+            found.setdefault(path.name, path)
+    return found
 
 
 def present_sets(preset: str, data_dir) -> list[str]:
@@ -115,16 +130,15 @@ def present_sets(preset: str, data_dir) -> list[str]:
     presets = read_group("experiment")
     if preset not in presets:
         raise unknown_name("experiment", preset, presets)
-    return [
-        name for name in swept_values(presets[preset], "dataset") if not usable([name], data_dir)
-    ]
+    return usable_sets(swept_values(presets[preset], "dataset"), data_dir)
 
 
-def _fetch_file(f, name, data_dir, source_dir, progress) -> str:
-    """Install one registered file; returns what happened, in words."""
+def _fetch_file(f, name, data_dir, source_dir, found, progress) -> str:
+    """Install one registered file (``found``: `files_below` of ``source_dir``); returns what
+    happened, in words."""
     dest = Path(data_dir) / f.name
     if source_dir is not None:
-        install_from(in_folder(source_dir, f.name) or Path(source_dir) / f.name, dest, f.sha256)
+        install_from(found.get(f.name, Path(source_dir) / f.name), dest, f.sha256)
         how = f"copied from {source_dir}"
     else:
         if not f.urls:
@@ -150,13 +164,14 @@ def fetch(names, data_dir, progress=True, source_dir=None) -> None:
     sets = registered_sets()
     if source_dir is not None and not Path(source_dir).is_dir():
         raise CalbenchError(f"--from {source_dir}: no such folder.")
+    found = files_below(source_dir) if source_dir is not None else {}
     if names == ["all"]:
         if source_dir is None:
             names = [n for n, s in sets.items() if s.files and all(f.urls for f in s.files)]
         else:
             names = []
             for n, s in sets.items():
-                if s.files and all(in_folder(source_dir, f.name) for f in s.files):
+                if s.files and all(f.name in found for f in s.files):
                     names.append(n)
             if not names:
                 raise CalbenchError(f"No registered data file is in {source_dir}.")
@@ -169,7 +184,7 @@ def fetch(names, data_dir, progress=True, source_dir=None) -> None:
             if file_status(f, data_dir) == "present":
                 print(f"{f.name}: present, SHA-256 verified")
                 continue
-            print(_fetch_file(f, name, data_dir, source_dir, progress))
+            print(_fetch_file(f, name, data_dir, source_dir, found, progress))
 
 
 def verify(data_dir) -> list[str]:

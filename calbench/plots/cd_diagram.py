@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.tables.statistics import FriedmanResult
+from calbench.plots.output import plt, save_figure
+from calbench.tables.statistics import FriedmanResult, friedman
 
 
 def cd_diagram(ax, result: FriedmanResult, title=""):
@@ -55,3 +56,13 @@ def cd_diagram(ax, result: FriedmanResult, title=""):
         fontsize=8,
     )
     return ax
+
+
+def cd_figure(values, higher_is_better: bool, title: str, out_dir, name: str, formats, width=7):
+    """The CD diagram of a tasks x methods table (complete rows) as files ``name.FORMAT``;
+    none for fewer than 2 tasks or 3 methods, where there are no ranking statistics."""
+    if len(values) < 2 or values.shape[1] < 3:
+        return []
+    fig, ax = plt.subplots(figsize=(width, 2.2 + 0.15 * values.shape[1]))
+    cd_diagram(ax, friedman(values, higher_is_better), title=title)
+    return save_figure(fig, out_dir, name, formats)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.plots.cd_diagram import cd_diagram
+from calbench.plots.cd_diagram import cd_figure
 from calbench.plots.output import plt, save_figure
 from calbench.tables.leaderboard import Leaderboard
-from calbench.tables.statistics import friedman
 
 
 def win_rate_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
@@ -32,15 +31,15 @@ def win_rate_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
     return save_figure(fig, out_dir, f"{board.experiment}_{board.metric}_winrate", formats)
 
 
-def cd_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
-    """The CD diagram of the ranked tasks (none for fewer than 2 tasks or 3 methods)."""
-    if len(board.values) < 2 or board.values.shape[1] < 3:
-        return []
-    result = friedman(board.values, board.higher_is_better)
-    fig, ax = plt.subplots(figsize=(8, 2.2 + 0.15 * board.values.shape[1]))
-    cd_diagram(
-        ax,
-        result,
-        title=f"{board.experiment}: mean ranks on {board.metric};",
+def leaderboard_cd_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
+    """The CD diagram of the leaderboard's ranked tasks (none for fewer than 2 tasks or 3
+    methods)."""
+    return cd_figure(
+        board.values,
+        board.higher_is_better,
+        f"{board.experiment}: mean ranks on {board.metric};",
+        out_dir,
+        f"{board.experiment}_{board.metric}_cd",
+        formats,
+        width=8,
     )
-    return save_figure(fig, out_dir, f"{board.experiment}_{board.metric}_cd", formats)

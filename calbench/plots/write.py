@@ -25,11 +25,10 @@ from calbench.conf_files import read_group, swept_values
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
 from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
-from calbench.plots.cd_diagram import cd_diagram
+from calbench.plots.cd_diagram import cd_figure
 from calbench.plots.ks import ece_variance_scatter
 from calbench.plots.predictions import stored_tasks, task_figures
 from calbench.runner.store import ResultStore, experiment_rows
-from calbench.tables.statistics import friedman
 
 
 def swept_methods(experiment: str) -> list[str]:
@@ -50,12 +49,14 @@ def cd_figures(
             .unstack("method")
             .dropna()  # a CD diagram ranks the tasks that every method has results on
         )
-        if len(table) < 2 or table.shape[1] < 3:
-            continue  # one task or too few methods: no ranking statistics to draw
-        result = friedman(table, higher_is_better(metric))
-        fig, ax = plt.subplots(figsize=(7, 2.2 + 0.15 * table.shape[1]))
-        cd_diagram(ax, result, title=f"{experiment}: {metric}")
-        paths += save_figure(fig, out_dir, f"{experiment}_cd_{metric}", formats)
+        paths += cd_figure(
+            table,
+            higher_is_better(metric),
+            f"{experiment}: {metric}",
+            out_dir,
+            f"{experiment}_cd_{metric}",
+            formats,
+        )
     return paths
 
 

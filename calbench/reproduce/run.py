@@ -73,7 +73,7 @@ def reproduce(
     """Run (unless ``run`` is false) and compare; returns (report path, summary lines), or
     None where none of the preset's data sets is present and ``run`` is "if-present".
     With ``intervals`` (`BootstrapSettings`), each number gets calbench's interval."""
-    from calbench.data.install import fetch, usable
+    from calbench.data.install import fetch, usable_sets
 
     if preset not in presets():
         raise CalbenchError(
@@ -85,7 +85,7 @@ def reproduce(
     numbers = published(preset)
     cells = numbers[numbers["spec"] == ""]  # average-rank rows come from the preset's tables
     wanted = sorted(set(cells["dataset"]) | set(preset_datasets(preset)))
-    present = [name for name in wanted if not usable([name], data_dir)]
+    present = usable_sets(wanted, data_dir)
     absent = [name for name in wanted if name not in present]
     if absent and run:
         print(f"not present, skipped: {', '.join(absent)}")

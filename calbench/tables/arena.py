@@ -42,11 +42,17 @@ def win_rates(wins: np.ndarray) -> np.ndarray:
     return wins.sum(axis=2) / (k - 1)
 
 
-def pairwise_wins(wins: np.ndarray) -> np.ndarray:
-    """(k, k) Bradley-Terry counts over tasks: i's wins over j plus half their ties."""
+def games(wins: np.ndarray) -> np.ndarray:
+    """(tasks, k, k) Bradley-Terry outcomes: 1 where i beats j on the task, 1/2 where they
+    tie, 0 where j wins (and on the diagonal)."""
     k = wins.shape[1]
     ties = ~wins & ~np.swapaxes(wins, 1, 2) & ~np.eye(k, dtype=bool)
-    return wins.sum(axis=0) + 0.5 * ties.sum(axis=0)
+    return wins + 0.5 * ties
+
+
+def pairwise_wins(wins: np.ndarray) -> np.ndarray:
+    """(k, k) Bradley-Terry counts over tasks: i's wins over j plus half their ties."""
+    return games(wins).sum(axis=0)
 
 
 def bradley_terry(counts: np.ndarray, iterations: int = 100) -> np.ndarray:
@@ -101,12 +107,5 @@ def bootstrap_win_rates(per_task: np.ndarray, counts: np.ndarray, index) -> np.n
 
 def bootstrap_strengths(wins: np.ndarray, counts: np.ndarray, index) -> np.ndarray:
     """(n_resamples, k): Bradley-Terry strengths refitted on each resample of blocks."""
-    per_block = block_sums(wins.astype(float), index, counts.shape[1])
-    k = wins.shape[1]
-    ties = ~wins & ~np.swapaxes(wins, 1, 2) & ~np.eye(k, dtype=bool)
-    per_block_ties = block_sums(ties.astype(float), index, counts.shape[1])
-    out = np.empty((len(counts), k))
-    for r, c in enumerate(counts):
-        pairwise = np.tensordot(c, per_block, 1) + 0.5 * np.tensordot(c, per_block_ties, 1)
-        out[r] = bradley_terry(pairwise)
-    return out
+    per_block = block_sums(games(wins), index, counts.shape[1])
+    return np.stack([bradley_terry(np.tensordot(c, per_block, 1)) for c in counts])

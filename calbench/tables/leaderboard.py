@@ -174,19 +174,18 @@ def leaderboard(
         },
         index=pd.Index(methods, name="method"),
     )
-    if REFERENCE in methods and paired:
-        ref = methods.index(REFERENCE)
-        table["better_than_ts"] = (wins & distinct)[:, :, ref].sum(axis=0)
-        table["worse_than_ts"] = (wins & distinct)[:, ref, :].sum(axis=0)
+    ref = methods.index(REFERENCE) if REFERENCE in methods else None
+    if ref is not None and paired:
+        table["better_than_ts"] = clear[:, :, ref].sum(axis=0)
+        table["worse_than_ts"] = clear[:, ref, :].sum(axis=0)
     table["median_fit_seconds"] = fit_seconds(rows, complete.index).reindex(methods).to_numpy()
     best = complete.idxmax(axis=1) if better else complete.idxmin(axis=1)
     per_task = pd.DataFrame(
         {"best": best, "best_value": complete.max(axis=1) if better else complete.min(axis=1)}
     )
-    if REFERENCE in methods:
+    if ref is not None:
         per_task["ts_value"] = complete[REFERENCE]
         if paired:
-            ref = methods.index(REFERENCE)
             per_task["ts_distinguishable"] = [
                 bool(distinct[t, methods.index(b), ref]) for t, b in enumerate(best)
             ]
