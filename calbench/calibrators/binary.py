@@ -25,8 +25,12 @@ class OneVsRestCalibrator(Calibrator):
 
     input_kind = "probabilities"
 
+    def _scores(self, logits):
+        """The probabilities the per-class maps read."""
+        return softmax(logits)
+
     def _fit(self, logits, y):
-        probs = softmax(logits)
+        probs = self._scores(logits)
         self.maps_ = [
             self._fit_binary(probs[:, j], (y == j).astype(np.float64))
             for j in range(probs.shape[1])
@@ -60,7 +64,7 @@ class OneVsRestCalibrator(Calibrator):
         return combined, [int(b) for b in best]
 
     def _predict_proba(self, logits):
-        out = self._binary_outputs(softmax(logits))
+        out = self._binary_outputs(self._scores(logits))
         sums = out.sum(axis=1, keepdims=True)
         uniform = np.full_like(out, 1.0 / out.shape[1])
         return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), uniform)

@@ -17,6 +17,17 @@ from calbench.calibrators.binary import (
     IsotonicCalibrator,
     SmoothedBinning,
 )
+from calbench.calibrators.calarena import (
+    BoostedCalibrator,
+    CenteredIsotonic,
+    DirichletKernel,
+    LogProbabilityVectorScaling,
+    LucenaSpline,
+    NetcalBBQ,
+    PriorFallbackBinning,
+    StoredIsotonic,
+    SummedODIR,
+)
 from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision_calibration import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
@@ -83,6 +94,18 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "bfgs_vs": (BFGSVectorScaling, {}),
     "venn_abers": (VennAbersCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
+    # CalArena's methods (probkit/CalArena, probmetrics 1.3), `calbench.calibrators.calarena`.
+    "histbin_prior": (PriorFallbackBinning, {}),
+    "cir": (CenteredIsotonic, {}),
+    "kernel_nw": (DirichletKernel, {}),
+    "xgboost": (BoostedCalibrator, {"library": "xgboost"}),
+    "lightgbm": (BoostedCalibrator, {"library": "lightgbm"}),
+    "catboost": (BoostedCalibrator, {"library": "catboost"}),
+    "spline_lucena": (LucenaSpline, {}),
+    "bbq": (NetcalBBQ, {}),
+    "vs_logp": (LogProbabilityVectorScaling, {}),
+    "isotonic_stored": (StoredIsotonic, {}),
+    "dir_odir_summed": (SummedODIR, {"regularization": "odir", "reference_class": True}),
 }
 
 

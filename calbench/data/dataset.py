@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from calbench.errors import CalbenchError
-from calbench.simplex import probs_to_logits, softmax
+from calbench.simplex import float32_softmax, probs_to_logits, softmax
 from calbench.validation import check_labels, check_probabilities, check_scores
 
 
@@ -75,6 +76,17 @@ class Dataset:
             y_test,
             is_logits=False,
             **kwargs,
+        )
+
+    def as_float32_probabilities(self) -> Dataset:
+        """This set as a benchmark storing float32 probabilities holds it (CalArena's HDF5
+        files): ``ln p`` of `calbench.simplex.float32_softmax`, so methods on logits see
+        log-probabilities and methods on probabilities see the stored float32 values."""
+        return dataclasses.replace(
+            self,
+            logits_cal=probs_to_logits(float32_softmax(self.logits_cal)),
+            logits_test=probs_to_logits(float32_softmax(self.logits_test)),
+            is_logits=False,
         )
 
     @property

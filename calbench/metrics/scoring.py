@@ -29,7 +29,11 @@ def accuracy(probs, y) -> float:
     return float((p.argmax(axis=1) == y).mean())
 
 
-def log_loss(probs, y, clip=None) -> float:
+#: The smallest normal float32, probmetrics' floor on the probabilities it takes logs of.
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+
+
+def log_loss(probs, y, clip=None, floor=None) -> float:
     r"""Mean negative log-probability of the label, :math:`-\frac1n\sum_i \ln p_{i,y_i}`.
 
     Parameters
@@ -45,6 +49,10 @@ def log_loss(probs, y, clip=None) -> float:
         renormalised. On DenseNet-40 CIFAR-10, uncalibrated, this gives the printed 0.428
         (Kull Table 4, Valk Table 8) where the exact value is 0.430: a few test labels have
         probability below 1e-15.
+    floor : float, "float32" or None
+        probmetrics' log-loss (CalArena's ``logloss``): ``ln p`` floored at ``ln floor``
+        ("float32": the smallest normal float32, 1.18e-38, so a zero costs 87.3), then
+        renormalised by a log-softmax over the row. None: see ``clip``.
 
     Returns
     -------
@@ -52,6 +60,15 @@ def log_loss(probs, y, clip=None) -> float:
         Lower is better; 0 only for certain, correct predictions.
     """
     p, y = probs_and_labels(probs, y, "log_loss")
+    if floor is not None:
+        if clip is not None:
+            raise CalbenchError("log_loss takes clip or floor, not both.")
+        least = FLOAT32_TINY if floor == "float32" else float(floor)
+        with np.errstate(divide="ignore"):
+            z = np.maximum(np.log(p), np.log(least))
+        top = z.max(axis=1, keepdims=True)
+        lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
+        return float((lse - z[np.arange(len(y)), y]).mean())
     if clip is None:
         return float(-np.log(np.clip(p[np.arange(len(y)), y], TINY, None)).mean())
     eps = float(clip)

@@ -70,6 +70,8 @@ def load_configured_dataset(dataset: dict) -> Dataset:
     published file's checksum)."""
     options = dict(dataset)
     registry = options.pop("registry", None) or {}
+    # CalArena's HDF5 files hold float32 probabilities; its methods see those, not logits.
+    float32_probabilities = bool(options.pop("float32_probabilities", False))
     loader = options.pop("loader")
     sums = [f.get("sha256") for f in registry.get("files") or []]
     if sums and all(sums) and "sha256" in _loader_options(loader):
@@ -81,7 +83,7 @@ def load_configured_dataset(dataset: dict) -> Dataset:
     loaded = load_dataset(loader, **options)
     if display_name:
         loaded.name = display_name
-    return loaded
+    return loaded.as_float32_probabilities() if float32_probabilities else loaded
 
 
 def criterion_keys(calibrator: Calibrator, method: dict) -> tuple[str, ...]:

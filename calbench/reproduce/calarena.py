@@ -1,0 +1,118 @@
+"""CalArena (probkit/CalArena, 2026) as a reproduction target: its published multiclass rows
+are data (``published/calarena2026_multiclass.csv``, transcribed by
+``scripts/transcribe_calarena.py``), compared as the papers' tables are
+(`calbench.reproduce.comparison`), plus what a benchmark publishes and a paper does not: the
+fit seconds of each method, and beside each CalArena method the variant calbench follows for
+the papers.
+
+CalArena prints its numbers in full, from float32 arithmetic (its probabilities are stored as
+float32 and probmetrics scores them in float32): no calbench number can equal them digit for
+digit, so ``notes.yaml`` states the tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pandas as pd
+
+#: CalArena's result folders -> the calbench preset that reruns them.
+BENCHMARKS = {"cv-multiclass": "calarena_cv", "imagenet-multiclass": "calarena_imagenet"}
+
+#: CalArena's method names -> calbench's method for its definition.
+METHODS = {
+    "Base-model": "uncal",
+    "Hist-uniform": "histbin_uniform_prior",
+    "Hist-quantile": "histbin_quantile_prior",
+    "Isotonic": "isotonic_calarena",
+    "CIR": "cir",
+    "Venn-Abers": "venn_abers_ovr",
+    "BBQ": "bbq",
+    "Spline": "spline_lucena",
+    "TS": "ts",
+    "ETS": "ets",
+    "VS": "vs_logp",
+    "SVS": "svs",
+    "MS": "dir",
+    "SMS": "sms",
+    "Dirichlet": "dir_odir_calarena",
+    "Kernel": "kernel_nw",
+    "XGBoost": "xgboost",
+    "LightGBM": "lightgbm",
+    "CatBoost": "catboost",
+}
+
+#: Where calbench's papers define the method otherwise: the variant it follows for them.
+PAPER_VARIANTS = {
+    "Hist-uniform": "histbin_width",
+    "Isotonic": "isotonic_plain",
+    "VS": "vs",
+    "MS": "ms_odir",
+    "Dirichlet": "dir_odir",
+    "Spline": "spline",
+    "Kernel": "kernel_dir",
+}
+
+#: CalArena's metric columns -> calbench's metric (conf/metrics/calarena.yaml).
+METRICS = {
+    "brier": "brier",
+    "logloss": "log_loss_float32",
+    "ece-15": "confidence_ece",
+    "accuracy": "accuracy",
+}
+
+#: CalArena's per-task columns, kept as ``source_*`` so the source files can be rebuilt.
+SOURCE_COLUMNS = {
+    "dataset": "source_dataset",
+    "model": "source_model",
+    "cal_size": "cal_size",
+    "test_size": "test_size",
+    "n_classes": "n_classes",
+}
+
+_PREFIX = {"c10": "c10", "c100": "c100", "SVHN": "svhn", "imagenet": "imgnet"}
+
+
+def calbench_dataset(dataset: str, model: str) -> str:
+    """calbench's name for CalArena's (data set, model), where calbench registers it (Kull
+    et al.'s logits and the two ImageNet networks); otherwise "" (kept for the source
+    checksums, left out of comparisons)."""
+    from calbench.conf_files import group_files
+
+    name = f"{_PREFIX.get(dataset, dataset)}_{model}"
+    return name if name in group_files("dataset") else ""
+
+
+def published_rows() -> pd.DataFrame:
+    from calbench.reproduce.published import _folder
+
+    with _folder().joinpath("calarena2026_multiclass.csv").open() as f:
+        return pd.read_csv(f, dtype=str, keep_default_na=False)
+
+
+def sources() -> dict:
+    """The transcribed CalArena files: name -> {sha256, rows}."""
+    folder = resources.files("calbench.reproduce").joinpath("published")
+    return json.loads(folder.joinpath("calarena2026_sources.json").read_text())
+
+
+def rebuild_source(rows: pd.DataFrame, benchmark: str, method: str) -> bytes:
+    """CalArena's ``results/BENCHMARK/METHOD.csv`` as it was read, from the transcription."""
+    part = rows[(rows["table"] == benchmark) & (rows["column"] == method)]
+    lines = [
+        ",".join(
+            [*SOURCE_COLUMNS, *(f"{method}_{m}" for m in METRICS), f"{method}_time"],
+        )
+    ]
+    for _, task in part.groupby(["source_dataset", "source_model"], sort=False):
+        first = task.iloc[0]
+        values = task.set_index("metric")["value"]
+        lines.append(
+            ",".join(
+                [first[c] for c in SOURCE_COLUMNS.values()]
+                + [values[METRICS[m]] for m in METRICS]
+                + [first["seconds"]]
+            )
+        )
+    return ("\n".join(lines) + "\n").encode()
