@@ -60,6 +60,13 @@ def log_loss(probs, y, clip=None, floor=None) -> float:
         Lower is better; 0 only for certain, correct predictions.
     """
     p, y = probs_and_labels(probs, y, "log_loss")
+    return float(log_loss_terms(p, y, clip, floor).mean())
+
+
+def log_loss_terms(p: np.ndarray, y: np.ndarray, clip=None, floor=None) -> np.ndarray:
+    """Each sample's term of `log_loss` (validated ``p`` and ``y``), which the bootstrap
+    resamples."""
+    rows = np.arange(len(y))
     if floor is not None:
         if clip is not None:
             raise CalbenchError("log_loss takes clip or floor, not both.")
@@ -67,16 +74,14 @@ def log_loss(probs, y, clip=None, floor=None) -> float:
         with np.errstate(divide="ignore"):
             z = np.maximum(np.log(p), np.log(least))
         top = z.max(axis=1, keepdims=True)
-        lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
-        return float((lse - z[np.arange(len(y)), y]).mean())
+        return top[:, 0] + np.log(np.exp(z - top).sum(axis=1)) - z[rows, y]
     if clip is None:
-        return float(-np.log(np.clip(p[np.arange(len(y)), y], TINY, None)).mean())
+        return -np.log(np.clip(p[rows, y], TINY, None))
     eps = float(clip)
     if not 0 < eps < 0.5:
         raise CalbenchError(f"The 'clip' parameter of log_loss must be in (0, 0.5). Got {clip!r}.")
     q = np.clip(p, eps, 1 - eps)
-    q /= q.sum(axis=1, keepdims=True)
-    return float(-np.log(q[np.arange(len(y)), y]).mean())
+    return -np.log(q[rows, y] / q.sum(axis=1))
 
 
 def brier(probs, y) -> float:

@@ -116,3 +116,67 @@ def rebuild_source(rows: pd.DataFrame, benchmark: str, method: str) -> bytes:
             )
         )
     return ("\n".join(lines) + "\n").encode()
+
+
+def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_float32") -> str:
+    """Markdown: per network that ran and CalArena method, CalArena's number, calbench's
+    (with its interval where the report has one) and status, the variant calbench follows
+    for the papers with its number on the same data, and the two fit times (CalArena's from
+    its machine, calbench's from this one: not comparable as a speed-up)."""
+    from tabulate import tabulate
+
+    from calbench.runner.store import ResultStore
+
+    ran = report[(report["metric"] == metric) & (report["status"] != "not run")]
+    if ran.empty:
+        return ""
+    preset = BENCHMARKS[ran["table"].iloc[0]]
+    stored = ResultStore(results_dir).read(preset)
+    values = stored[stored["metric"] == metric].groupby(["dataset", "method"])["value"].mean()
+    seconds = stored.groupby(["dataset", "method"])["fit_seconds"].median()
+    published_seconds = published_rows().drop_duplicates(["dataset", "column"])
+    published_seconds = published_seconds.set_index(["dataset", "column"])["seconds"]
+    lines = []
+    for dataset, part in ran.groupby("dataset"):
+        table = []
+        for _, row in part.sort_values("column").iterrows():
+            ours = f"{float(row['calbench']):.6f}"
+            if "interval" in row and row["interval"]:
+                low, high = (float(v) for v in row["interval"].strip("[]").split(","))
+                ours += f" [{low:.4f}, {high:.4f}]"
+            variant = PAPER_VARIANTS.get(row["column"], "")
+            variant_value = values.get((dataset, variant))
+            table.append(
+                [
+                    row["column"],
+                    row["method"],
+                    f"{float(row['published']):.6f}",
+                    ours,
+                    row["status"],
+                    f"{variant} {variant_value:.6f}" if variant_value is not None else variant,
+                    f"{float(published_seconds.get((dataset, row['column']), 'nan')):.3f}",
+                    f"{seconds.get((dataset, row['method']), float('nan')):.3f}",
+                ]
+            )
+        headers = [
+            "CalArena",
+            "calbench method",
+            "CalArena",
+            "calbench",
+            "status",
+            "papers' variant (calbench)",
+            "CalArena s",
+            "calbench s",
+        ]
+        lines += [f"### {dataset}: {metric}", "", tabulate(table, headers, tablefmt="github"), ""]
+    return "\n".join(
+        [
+            "## Method by method",
+            "",
+            "Fit seconds: CalArena's are fit plus predict on its own machine (its CSVs); "
+            "calbench's are the stored fit time on this one. They are not a speed comparison "
+            "(`make bench` times both engines in one process).",
+            "",
+            *lines,
+        ]
+    )

@@ -21,12 +21,13 @@ from pathlib import Path
 from calbench.atomic import atomic_write_text
 from calbench.conf_files import group_files, read_group, swept_values
 from calbench.errors import CalbenchError
+from calbench.reproduce.calarena import BENCHMARKS, method_table
 from calbench.reproduce.comparison import compare, interval_summary, render_markdown, summary
 from calbench.reproduce.published import presets, published
 
-#: What ``calbench reproduce all`` runs: the deep-net papers (minutes). kull_uci trains 11
-#: classifiers on 20 sets (about 40 minutes on 2 cores): name it to run it.
-DEEP_NET_PRESETS = ("gupta_ks", "kull_deepnet", "valk_real")
+#: What ``calbench reproduce all`` runs: the deep-net papers and CalArena (minutes).
+#: kull_uci trains 11 classifiers on 20 sets (about 40 minutes on 2 cores): name it to run it.
+DEEP_NET_PRESETS = ("gupta_ks", "kull_deepnet", "valk_real", "calarena_cv", "calarena_imagenet")
 
 
 def preset_datasets(preset: str) -> list[str]:
@@ -116,5 +117,8 @@ def reproduce(
         )
     out = Path(results_dir) / "reproduction"
     atomic_write_text(out / f"{preset}.csv", report.to_csv(index=False))
-    atomic_write_text(out / f"{preset}.md", render_markdown(preset, report, lines))
+    markdown = render_markdown(preset, report, lines)
+    if preset in BENCHMARKS.values():
+        markdown += "\n" + method_table(report, results_dir) + "\n"
+    atomic_write_text(out / f"{preset}.md", markdown)
     return out / f"{preset}.md", lines

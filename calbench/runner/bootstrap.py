@@ -35,9 +35,9 @@ from calbench.atomic import atomic_save_npz
 from calbench.decision.risk import bayes_decisions
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
+from calbench.metrics.scoring import log_loss_terms
 from calbench.runner.predictions import FoldPredictions
 from calbench.runner.vectorised import VECTORISED
-from calbench.simplex import TINY
 
 DEFAULT_RESAMPLES = 1000
 #: percentile; bca (Efron-Tibshirani); recentred: the percentiles of the replicates shifted
@@ -94,13 +94,8 @@ def fold_rng(seed: int, y: np.ndarray) -> np.random.Generator:
     return np.random.default_rng([seed, int.from_bytes(_digest(y)[:8], "little")])
 
 
-def _log_loss_terms(fold, clip=None):
-    probs, y = fold.probs, fold.y
-    rows = np.arange(len(y))
-    if clip is None:
-        return -np.log(np.clip(probs[rows, y], TINY, None))
-    q = np.clip(probs, clip, 1 - clip)
-    return -np.log(q[rows, y] / q.sum(axis=1))
+def _log_loss_terms(fold, clip=None, floor=None):
+    return log_loss_terms(fold.probs, fold.y, clip, floor)
 
 
 def _brier_terms(fold):
