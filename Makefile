@@ -97,6 +97,7 @@ bench:
 	    --reg-lambda auto --reg-mu auto --no-peer --stem dirichlet_imagenet --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
+	$(PYTHON) -m benchmarks.bench_calarena --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_venn_abers.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_tables.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_presets.py --one-job --data-dir $(DATA) --out $(RESULTS)/bench
