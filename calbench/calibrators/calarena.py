@@ -94,6 +94,9 @@ class _OneVsRestFloor(OneVsRestCalibrator):
     """probmetrics' one-vs-rest combination: each column clipped at 1e-30, rows renormalised
     (calbench's `OneVsRestCalibrator` makes an all-zero row uniform instead)."""
 
+    # A bin or run of one label predicts 0 or 1; the 1e-30 floor leaves 1 - 9e-30.
+    _certainty = "possible"
+
     def _scores(self, logits):
         return calarena_probabilities(logits).astype(np.float64)
 
@@ -235,6 +238,8 @@ class DirichletKernel(Calibrator):
 
     input_kind = "probabilities"
     _parameter_constraints = {"bandwidth": AutoOr(POSITIVE)}
+    # A class no nearby calibration point has gets a weight that underflows to 0.
+    _certainty = "possible"
 
     def __init__(self, bandwidth="auto", clamp=1e-10):
         self.bandwidth = bandwidth
