@@ -69,3 +69,25 @@ def test_strong_penalties_give_temperature_scaling():
     ts = make_calibrator("ts").fit(z, y)
     mixed = (1 - sms.uniform_weight_) * ts.predict_proba(z) + sms.uniform_weight_ / 6
     np.testing.assert_allclose(sms.predict_proba(z), mixed, atol=1e-6)
+
+
+def test_sms_beyond_newton_classes_reaches_the_plain_lbfgs_minimum():
+    """Above 36 classes SMS runs L-BFGS in curvature-scaled units from the diagonal minimum;
+    it must find the minimum plain L-BFGS from the identity finds (same objective)."""
+    from calbench.calibrators.parametric import ParametricCalibrator
+    from calbench.calibrators.structured import StructuredScaling
+
+    rng = np.random.default_rng(11)
+    n, k = 1500, 40
+    y = rng.integers(0, k, n)
+    z = rng.normal(0, 1.5, (n, k))
+    z[np.arange(n), y] += 3.0
+    scaled = StructuredScaling(structure="matrix", tol=1e-9).fit(z, y)
+    plain = StructuredScaling(structure="matrix", tol=1e-9)
+    plain.temperature_ = scaled.temperature_  # the same features, fitted the old way
+    plain.uniform_weight_ = scaled.uniform_weight_
+    plain.penalties_ = scaled.penalties_
+    plain.n_classes_, plain.classes_ = k, np.arange(k)
+    ParametricCalibrator._fit(plain, z, y)
+    assert scaled.loss_ <= plain.loss_ + 1e-9
+    np.testing.assert_allclose(scaled.predict_proba(z), plain.predict_proba(z), atol=1e-4)

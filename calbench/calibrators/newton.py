@@ -16,21 +16,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.simplex import log_softmax
+from calbench.calibrators.threads import blas_threads
+from calbench.simplex import exp_in_place, log_softmax
 
 #: Classes up to which the Newton solver is used (the Hessian has (k (k+1))^2 entries).
 NEWTON_MAX_CLASSES = 36
 
 
-def _objective(a, xt, y, penalty):
-    logits = xt @ a.T
+def _objective(a, xt, y, penalty, offset=0.0):
+    logits = xt @ a.T + offset
     logp = log_softmax(logits)
     value = -logp[np.arange(len(y)), y].mean() + (penalty * a**2).sum()
     return value, np.exp(logp)
 
 
-def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None):
-    """Minimise ``mean log-loss(softmax(x W^T + b)) + sum(penalty * [W | b]^2)``.
+def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None, offset=0.0):
+    """Minimise ``mean log-loss(softmax(offset + x W^T + b)) + sum(penalty * [W | b]^2)``.
 
     Parameters
     ----------
@@ -39,6 +40,9 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None):
     penalty : (k, d + 1) non-negative weights of the squared entries
     free : (k, d + 1) bool or None
         The entries that move (default: all); the others keep their ``init`` values.
+    offset : (n, k) array or 0
+        Fixed logits added before the softmax (``x`` itself fits ``W - I``, penalised
+        towards the identity as structured matrix scaling is).
 
     Returns ``([W | b], iterations, final objective)``.
     """
@@ -50,7 +54,7 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None):
     onehot[np.arange(n), y] = 1.0
     a = np.array(init, dtype=np.float64)
     moving = np.ones(size, bool) if free is None else np.asarray(free, bool).ravel()
-    value, p = _objective(a, xt, y, penalty)
+    value, p = _objective(a, xt, y, penalty, offset)
     iterations = 0
     while iterations < max_iter:
         iterations += 1
@@ -73,7 +77,7 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None):
         scale = 1.0
         while True:
             candidate = a - scale * step
-            new_value, new_p = _objective(candidate, xt, y, penalty)
+            new_value, new_p = _objective(candidate, xt, y, penalty, offset)
             if new_value <= value - 1e-4 * scale * slope or scale < 1e-10:
                 break
             scale *= 0.5
@@ -84,3 +88,78 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None):
         if converged:
             break
     return a, iterations, float(value)
+
+
+def _vector_objective(w, b, x, y, pen_w, center_w, pen_b):
+    logp = log_softmax(x * w + b)
+    value = -logp[np.arange(len(y)), y].mean()
+    value += (pen_w * (w - center_w) ** 2).sum() + (pen_b * b**2).sum()
+    return value, exp_in_place(logp)
+
+
+def newton_vector(x, y, w, b, pen_w=0.0, center_w=1.0, pen_b=0.0, max_iter=100, tol=1e-10):
+    """Minimise ``mean log-loss(softmax(x * w + b)) + sum(pen_w (w - center_w)^2) +
+    sum(pen_b b^2)`` over the per-class scales ``w`` and intercepts ``b`` (vector scaling
+    and its penalised forms) by Newton's method from ``(w, b)``.
+
+    The Hessian is ``2k x 2k``: with ``q = p * x``, its blocks are ``diag(sum q x) - q^T q``,
+    ``diag(sum q) - q^T p`` and ``diag(sum p) - p^T p`` over n, an O(n k^2) product where
+    L-BFGS needs dozens of O(n k) steps (DenseNet-40 CIFAR-10: 6 steps against 45).
+    Returns ``(w, b, iterations, final objective)``.
+    """
+    # One BLAS thread: OpenBLAS's spinning threads and torch's (the log-softmax) otherwise
+    # contend for the same cores (5000 x 100: 9.8 ms an iteration's product and softmax
+    # against 6.5 ms).
+    with blas_threads(1):
+        return _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol)
+
+
+def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol):
+    n, k = x.shape
+    onehot = np.zeros((n, k))
+    onehot[np.arange(n), y] = 1.0
+    pen_w = np.broadcast_to(np.asarray(pen_w, dtype=np.float64), (k,))
+    pen_b = np.broadcast_to(np.asarray(pen_b, dtype=np.float64), (k,))
+    w, b = np.array(w, dtype=np.float64), np.array(b, dtype=np.float64)
+    value, p = _vector_objective(w, b, x, y, pen_w, center_w, pen_b)
+    iterations = 0
+    while iterations < max_iter:
+        iterations += 1
+        residual = p - onehot
+        grad = np.concatenate(
+            [
+                (residual * x).sum(axis=0) / n + 2 * pen_w * (w - center_w),
+                residual.sum(axis=0) / n + 2 * pen_b * b,
+            ]
+        )
+        if np.abs(grad).max() < tol:
+            break
+        q = p * x
+        # One (n, 2k)^T (n, 2k) product for the three blocks, in float32: the Hessian only
+        # steers the step (the gradient and the stopping test stay float64), and the
+        # product is most of an iteration's time at 100 classes.
+        qp = np.hstack([q, p]).astype(np.float32)
+        hessian = -(qp.T @ qp).astype(np.float64)
+        hessian[np.diag_indices(2 * k)] += np.concatenate([(q * x).sum(axis=0), p.sum(axis=0)])
+        hessian[np.arange(k), np.arange(k, 2 * k)] += q.sum(axis=0)
+        hessian[np.arange(k, 2 * k), np.arange(k)] += q.sum(axis=0)
+        hessian /= n
+        hessian[np.diag_indices(2 * k)] += 2 * np.concatenate([pen_w, pen_b])
+        # Singular along b -> b + c 1 (softmax ignores it; the gradient has no part there).
+        hessian[np.diag_indices(2 * k)] += 1e-12 * max(1.0, np.abs(np.diag(hessian)).max())
+        step = np.linalg.solve(hessian, grad)
+        slope = float(grad @ step)
+        scale = 1.0
+        while True:
+            new_w, new_b = w - scale * step[:k], b - scale * step[k:]
+            new_value, new_p = _vector_objective(new_w, new_b, x, y, pen_w, center_w, pen_b)
+            if new_value <= value - 1e-4 * scale * slope or scale < 1e-10:
+                break
+            scale *= 0.5
+        if scale < 1e-10:
+            break  # no decrease left at float64 precision: at the optimum
+        converged = value - new_value < 1e-15 * max(1.0, abs(value))
+        w, b, value, p = new_w, new_b, new_value, new_p
+        if converged:
+            break
+    return w, b, iterations, float(value)

@@ -30,12 +30,16 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.constraints import Choice
+from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
 from calbench.calibrators.parametric import (
     MatrixScaling,
     ParametricCalibrator,
     TemperatureScaling,
     VectorScaling,
+    _lbfgs,
 )
+from calbench.calibrators.threads import blas_threads
+from calbench.criteria import get_criterion
 from calbench.simplex import softmax
 
 
@@ -112,7 +116,80 @@ class StructuredScaling(ParametricCalibrator):
             "diagonal": self.lambda_diagonal * scale,
             "off_diagonal": self.lambda_off_diagonal * (k * (k - 1)) ** self.rho / n**self.tau,
         }
+        if VectorScaling._fits_by_newton(self):
+            x, lam = self._fitting_features(logits), self.penalties_
+            if not self._matrix():
+                VectorScaling._fit_vector_by_newton(self, x, y, lam["diagonal"], lam["intercept"])
+                return
+            if k <= NEWTON_MAX_CLASSES:
+                self._fit_matrix_by_newton(x, y)
+            else:
+                self._fit_matrix_by_scaled_lbfgs(x, y)
+            return
         super()._fit(logits, y)
+
+    def _penalty_matrix(self, k):
+        """The ridge weights of ``[W - I | b]``'s entries."""
+        lam = self.penalties_
+        penalty = np.full((k, k + 1), lam["off_diagonal"])
+        penalty[np.arange(k), np.arange(k)] = lam["diagonal"]
+        penalty[:, k] = lam["intercept"]
+        return penalty
+
+    def _fit_matrix_by_scaled_lbfgs(self, x, y):
+        """SMS beyond `NEWTON_MAX_CLASSES` classes: L-BFGS on ``[W - I | b]`` from the
+        diagonal minimum (`newton_vector`), each entry measured in units of its own
+        curvature there (the Hessian's diagonal: data plus ridge). The ridge on the k(k-1)
+        off-diagonal weights is far stiffer than the data's pull on the diagonal, a spread
+        of curvatures that costs plain L-BFGS dozens of steps (netcal's DenseNet-BC-100
+        CIFAR-100: 85 steps, 2.7 s; scaled: see `make bench`)."""
+        n, k = x.shape
+        criterion = get_criterion("nll")
+        penalty = self._penalty_matrix(k)
+        lam = self.penalties_
+        with blas_threads(1):
+            w, b, _, _ = newton_vector(
+                x, y, np.ones(k), np.zeros(k), pen_w=lam["diagonal"], pen_b=lam["intercept"]
+            )
+            a0 = np.zeros((k, k + 1))
+            a0[np.arange(k), np.arange(k)] = w - 1.0
+            a0[:, k] = b
+            xt = np.hstack([x, np.ones((n, 1))])
+            p = softmax(x + xt @ a0.T)
+            curvature = ((p * (1 - p)).T @ xt**2) / n + 2 * penalty
+            scale = np.sqrt(curvature)
+
+            def objective(theta):
+                a = theta.reshape(k, k + 1) / scale
+                value, grad_z = criterion(x + xt @ a.T, y)
+                grad = grad_z.T @ xt + 2 * penalty * a
+                return value + float((penalty * a**2).sum()), (grad / scale).ravel()
+
+            result = _lbfgs(
+                objective,
+                (a0 * scale).ravel(),
+                max_iter=self.max_iter,
+                tol=self.tol,
+                ftol=self.tol * 1e-4,
+            )
+        a = result.x.reshape(k, k + 1) / scale
+        self.coef_, self.intercept_ = a[:, :k] + np.eye(k), a[:, k].copy()
+        self.n_iter_, self.loss_ = int(result.nit), float(result.fun)
+
+    def _fit_matrix_by_newton(self, x, y):
+        """SMS's objective by Newton's method (at most `NEWTON_MAX_CLASSES` classes): the
+        weights ``[W - I | b]`` on the features, with ``x`` itself as a fixed offset, so the
+        ridge penalties pull towards the identity as the paper's do."""
+        k, lam = x.shape[1], self.penalties_
+        penalty = np.full((k, k + 1), lam["off_diagonal"])
+        penalty[np.arange(k), np.arange(k)] = lam["diagonal"]
+        penalty[:, k] = lam["intercept"]
+        init = np.zeros((k, k + 1))
+        if self.warm_start and getattr(self, "n_iter_", None) is not None:
+            if np.shape(self.coef_) == (k, k):
+                init = np.hstack([self.coef_ - np.eye(k), self.intercept_[:, None]])
+        a, self.n_iter_, self.loss_ = newton_multinomial(x, y, init, penalty, offset=x)
+        self.coef_, self.intercept_ = a[:, :k] + np.eye(k), a[:, k].copy()
 
     def _initial_params(self, n_classes):
         coef = np.eye(n_classes) if self._matrix() else np.ones(n_classes)

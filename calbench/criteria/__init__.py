@@ -16,7 +16,7 @@ from calbench.criteria.decision_aware import TRAINED_PER_EPS, decision_criterion
 from calbench.device import resolve_device
 from calbench.errors import CalbenchError, unknown_name
 from calbench.lazy import LazyModule
-from calbench.simplex import TINY
+from calbench.simplex import TINY, TORCH_MIN_ENTRIES, one_torch_thread
 
 torch = LazyModule("torch")
 
@@ -27,6 +27,16 @@ def nll(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean negative log-likelihood (log-loss) and its gradient ``(softmax - onehot) / n``."""
     n = len(y)
     rows = np.arange(n)
+    if logits.dtype == np.float64 and logits.size >= TORCH_MIN_ENTRIES:
+        # torch's fused log-softmax (`calbench.simplex.TORCH_MIN_ENTRIES`); the floor keeps
+        # the probabilities normal floats, as below.
+        with one_torch_thread():
+            lsm = torch.log_softmax(torch.from_numpy(np.ascontiguousarray(logits)), dim=1)
+            value = -float(lsm[rows, y].mean())
+            grad = lsm.clamp_min_(_EXP_FLOOR).exp_().numpy()
+        grad[rows, y] -= 1.0
+        grad /= n
+        return value, grad
     shifted = logits - logits.max(axis=1, keepdims=True)
     label_logit = shifted[rows, y]
     # exp(-700) is still a normal float: below it exp() would return subnormals, which
