@@ -69,6 +69,10 @@ REFERENCES = {
     "catboost": (lambda: pc.CatBoostCalibrator(), 1e-9),
     "spline_lucena": (lambda: pc.MLISplineCalibrator(), 1e-9),
     "bbq": (lambda: pc.NetcalBBQCalibrator(), 1e-9),
+    # float32 torchmin runs, replayed on the same float32 inputs
+    "ms_calarena": (lambda: pc.MatrixScalingCalibrator(), 1e-5),
+    "sms_calarena": (lambda: pc.SMSCalibrator(), 1e-5),
+    "venn_abers_calarena": (lambda: pc.VennAbersCalibrator(), 1e-9),
 }
 
 
@@ -206,7 +210,7 @@ def test_the_transcription_rebuilds_calarenas_files_byte_for_byte():
 
 
 def test_calarena_numbers_on_the_published_densenet40(published_logits, tmp_path):
-    """On Kull et al.'s DenseNet-40 CIFAR-10 file, four of CalArena's methods run through the
+    """On Kull et al.'s DenseNet-40 CIFAR-10 file, five of CalArena's methods run through the
     preset (float32 probabilities, its metrics) give its published numbers: equal or within
     the float32 tolerance notes.yaml states."""
     import subprocess
@@ -214,7 +218,7 @@ def test_calarena_numbers_on_the_published_densenet40(published_logits, tmp_path
 
     from calbench.reproduce.comparison import compare
 
-    methods = ["ts", "histbin_quantile_prior", "isotonic_calarena", "bbq"]
+    methods = ["ts", "histbin_quantile_prior", "isotonic_calarena", "bbq", "ms_calarena"]
     command = [
         sys.executable,
         "-m",
@@ -231,7 +235,7 @@ def test_calarena_numbers_on_the_published_densenet40(published_logits, tmp_path
     assert subprocess.run(command, capture_output=True).returncode == 0
     report = compare("calarena_cv", tmp_path)
     mine = report[(report["dataset"] == "c10_densenet40") & report["method"].isin(methods)]
-    assert len(mine) == 16
+    assert len(mine) == 20
     assert set(mine["status"]) <= {"equal", "within tolerance"}, mine[["method", "metric", "delta"]]
     bbq = mine[(mine["method"] == "bbq") & (mine["metric"] == "log_loss_float32")]
     assert bbq["status"].item() == "equal"

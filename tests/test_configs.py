@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_module
 
 from calbench.conf_files import group_files, read_group, swept_values
 from calbench.data import LOADERS
-from calbench.runner.plan import plan_cell
+from calbench.runner.plan import PLAN_DATASET_KEYS, plan_cell
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -42,7 +42,7 @@ def _built(*overrides) -> None:
     loader = spec.dataset["loader"]
     assert loader in LOADERS, f"{dataset}: loader {loader!r} is not registered"
     accepted = set(inspect.signature(LOADERS[loader]).parameters)
-    unknown = set(spec.dataset) - accepted - {"loader", "name", "registry"}
+    unknown = set(spec.dataset) - accepted - PLAN_DATASET_KEYS
     assert not unknown, f"dataset {dataset}: keys {unknown} reach no loader parameter"
 
 

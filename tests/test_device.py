@@ -54,7 +54,7 @@ def test_a_cell_gives_the_same_numbers_and_hash_on_every_device(overrides):
     [
         ("ts", {}),
         ("bcts", {}),
-        ("vs", {}),
+        ("vs", {"tol": 1e-10}),  # numpy fits VS by Newton: L-BFGS must converge as far
         ("ms_odir", {"solver": "lbfgs", "reg_lambda": 1.0, "reg_mu": 0.1}),
         ("dir_odir", {"solver": "lbfgs"}),
         ("dir_l2", {"solver": "lbfgs", "reg_lambda": 1e-3}),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.threads import blas_threads
-from calbench.simplex import exp_in_place, log_softmax
+from calbench.simplex import exp_in_place, fitting_log_softmax, log_softmax
 
 #: Classes up to which the Newton solver is used (the Hessian has (k (k+1))^2 entries).
 NEWTON_MAX_CLASSES = 36
@@ -91,7 +91,7 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None, 
 
 
 def _vector_objective(w, b, x, y, pen_w, center_w, pen_b):
-    logp = log_softmax(x * w + b)
+    logp = fitting_log_softmax(x * w + b)
     value = -logp[np.arange(len(y)), y].mean()
     value += (pen_w * (w - center_w) ** 2).sum() + (pen_b * b**2).sum()
     return value, exp_in_place(logp)

@@ -21,11 +21,14 @@ from calbench.calibrators.calarena import (
     BoostedCalibrator,
     CenteredIsotonic,
     DirichletKernel,
+    Float32MatrixScaling,
+    Float32StructuredMatrixScaling,
     LogProbabilityVectorScaling,
     LucenaSpline,
     NetcalBBQ,
     PriorFallbackBinning,
     StoredIsotonic,
+    StoredVennAbers,
     SummedODIR,
 )
 from calbench.calibrators.composition import Composition
@@ -105,6 +108,9 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "bbq": (NetcalBBQ, {}),
     "vs_logp": (LogProbabilityVectorScaling, {}),
     "isotonic_stored": (StoredIsotonic, {}),
+    "ms_float32": (Float32MatrixScaling, {}),
+    "sms_float32": (Float32StructuredMatrixScaling, {}),
+    "venn_abers_stored": (StoredVennAbers, {}),
     "dir_odir_summed": (SummedODIR, {"regularization": "odir", "reference_class": True}),
 }
 

@@ -27,15 +27,15 @@ METHODS = {
     "Hist-quantile": "histbin_quantile_prior",
     "Isotonic": "isotonic_calarena",
     "CIR": "cir",
-    "Venn-Abers": "venn_abers_ovr",
+    "Venn-Abers": "venn_abers_calarena",
     "BBQ": "bbq",
     "Spline": "spline_lucena",
     "TS": "ts",
     "ETS": "ets",
     "VS": "vs_logp",
     "SVS": "svs",
-    "MS": "dir",
-    "SMS": "sms",
+    "MS": "ms_calarena",
+    "SMS": "sms_calarena",
     "Dirichlet": "dir_odir_calarena",
     "Kernel": "kernel_nw",
     "XGBoost": "xgboost",
@@ -43,12 +43,14 @@ METHODS = {
     "CatBoost": "catboost",
 }
 
-#: Where calbench's papers define the method otherwise: the variant it follows for them.
-PAPER_VARIANTS = {
+#: Where calbench defines the method otherwise (for a paper, or as its own better fit): that
+#: variant, run beside CalArena's on the same data.
+OWN_VARIANTS = {
     "Hist-uniform": "histbin_width",
     "Isotonic": "isotonic_plain",
     "VS": "vs",
-    "MS": "ms_odir",
+    "MS": "dir",  # the unpenalised optimum (Newton); Kull's is ms_odir
+    "Venn-Abers": "venn_abers_ovr",
     "Dirichlet": "dir_odir",
     "Spline": "spline",
     "Kernel": "kernel_dir",
@@ -121,8 +123,8 @@ def rebuild_source(rows: pd.DataFrame, benchmark: str, method: str) -> bytes:
 def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_float32") -> str:
     """Markdown: per network that ran and CalArena method, CalArena's number, calbench's
     (with its interval where the report has one) and status, the variant calbench follows
-    for the papers with its number on the same data, and the two fit times (CalArena's from
-    its machine, calbench's from this one: not comparable as a speed-up)."""
+    otherwise (a paper's, or its own) with its number on the same data, and the two fit
+    times (CalArena's from its machine, calbench's from this one: not a speed-up)."""
     from tabulate import tabulate
 
     from calbench.runner.store import ResultStore
@@ -144,7 +146,7 @@ def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_floa
             if "interval" in row and row["interval"]:
                 low, high = (float(v) for v in row["interval"].strip("[]").split(","))
                 ours += f" [{low:.4f}, {high:.4f}]"
-            variant = PAPER_VARIANTS.get(row["column"], "")
+            variant = OWN_VARIANTS.get(row["column"], "")
             variant_value = values.get((dataset, variant))
             table.append(
                 [
@@ -164,7 +166,7 @@ def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_floa
             "CalArena",
             "calbench",
             "status",
-            "papers' variant (calbench)",
+            "calbench's variant",
             "CalArena s",
             "calbench s",
         ]

@@ -65,6 +65,10 @@ def _loader_options(loader: str):
     return inspect.signature(LOADERS[loader]).parameters if loader in LOADERS else {}
 
 
+#: The dataset config's keys the plan reads itself; every other key is a loader parameter.
+PLAN_DATASET_KEYS = frozenset({"loader", "name", "registry", "float32_probabilities"})
+
+
 def load_configured_dataset(dataset: dict) -> Dataset:
     """The data set a ``dataset`` config group describes (its registry entry pins the
     published file's checksum)."""
