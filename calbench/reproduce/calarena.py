@@ -51,6 +51,7 @@ OWN_VARIANTS = {
     "VS": "vs",
     "MS": "dir",  # the unpenalised optimum (Newton); Kull's is ms_odir
     "Venn-Abers": "venn_abers_ovr",
+    "SMS": "sms",  # the same objective in float64, to a tighter tolerance
     "Dirichlet": "dir_odir",
     "Spline": "spline",
     "Kernel": "kernel_dir",
