@@ -31,7 +31,9 @@ PEERS = {
     "vs_logp": lambda pc: pc.VectorScalingCalibrator(),
     "svs": lambda pc: pc.SVSCalibrator(),
     "sms": lambda pc: pc.SMSCalibrator(),
-    "dir": lambda pc: pc.MatrixScalingCalibrator(),
+    "ms_calarena": lambda pc: pc.MatrixScalingCalibrator(),
+    "sms_calarena": lambda pc: pc.SMSCalibrator(),
+    "venn_abers_calarena": lambda pc: pc.VennAbersCalibrator(),
     "ets": lambda pc: pc.ETSCalibrator(),
     "dir_odir_calarena": lambda pc: pc.DirichletCalibrator(n_cv=0, reg_lambda=1e-3, reg_mu=1e-3),
     "histbin_uniform_prior": lambda pc: pc.MulticlassOneVsRestCalibrator(
@@ -40,7 +42,6 @@ PEERS = {
     "isotonic_calarena": lambda pc: pc.SklearnCalibrator(method="isotonic", cv="prefit"),
     "cir": lambda pc: pc.MulticlassOneVsRestCalibrator(pc.CenteredIsotonicRegressionCalibrator()),
     "kernel_nw": lambda pc: pc.KernelCalibrator(),
-    "venn_abers_ovr": lambda pc: pc.VennAbersCalibrator(),
     "xgboost": lambda pc: pc.XGBoostCalibrator(),
     "lightgbm": lambda pc: pc.LightGBMCalibrator(),
     "bbq": lambda pc: pc.NetcalBBQCalibrator(),
@@ -103,7 +104,8 @@ def main() -> None:
 
             def theirs(name=name, pc32=pc32, yc=yc, pt32=pt32):
                 fitted = PEERS[name](pc).fit(pc32, yc)
-                return np.asarray(fitted.predict_proba(pt32), dtype=np.float64)
+                out = np.asarray(fitted.predict_proba(pt32), dtype=np.float64)
+                return out / out.sum(axis=1, keepdims=True)  # float32 rows, summed in float64
 
             try:
                 peer_s, peer_p = _best(theirs, args.repeats)

@@ -24,6 +24,7 @@ One-vs-rest outputs are clipped at 1e-30 and renormalised, as probmetrics'
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 import numpy as np
@@ -63,6 +64,18 @@ def optional_module(name: str):
             f"CalArena extra: pip install 'calbench[calarena]' (or pip install "
             f"{_OPTIONAL[name]}); `make install` includes it."
         ) from None
+
+
+@contextlib.contextmanager
+def _quiet_tqdm(module):
+    """``module``'s tqdm progress bars off for the duration (netcal's BBQ draws one per
+    class; a sweep reports its own progress)."""
+    before = module.tqdm
+    module.tqdm = lambda iterable, *args, **kwargs: iterable
+    try:
+        yield
+    finally:
+        module.tqdm = before
 
 
 def calarena_probabilities(logits: np.ndarray) -> np.ndarray:
@@ -323,7 +336,7 @@ class BoostedCalibrator(Calibrator):
 
     def _train_xgboost(self, xgb, x, y, x_val, y_val):
         k = len(self.observed_)
-        params = {"max_depth": 3, "nthread": 1}
+        params = {"max_depth": 3}
         if k > 2:
             params.update(objective="multi:softprob", eval_metric="mlogloss", num_class=k)
         else:
@@ -338,7 +351,7 @@ class BoostedCalibrator(Calibrator):
 
     def _train_lightgbm(self, lgb, x, y, x_val, y_val):
         k = len(self.observed_)
-        params = {"max_depth": 3, "num_leaves": 8, "verbose": -1, "num_threads": 1}
+        params = {"max_depth": 3, "num_leaves": 8, "verbose": -1}
         if k > 2:
             params.update(objective="multiclass", metric="multi_logloss", num_class=k)
         else:
@@ -358,7 +371,6 @@ class BoostedCalibrator(Calibrator):
             iterations=1000,
             early_stopping_rounds=50,
             verbose=False,
-            thread_count=1,
             allow_writing_files=False,
         )
         return model.fit(cb.Pool(x, label=y), eval_set=cb.Pool(x_val, label=y_val))
@@ -424,9 +436,10 @@ class NetcalBBQ(Calibrator):
 
     def _fit(self, logits, y):
         optional_module("netcal")
-        from netcal.binning import BBQ
+        bbq = importlib.import_module("netcal.binning.BBQ")
 
-        self.model_ = BBQ().fit(calarena_probabilities(logits), y)
+        with _quiet_tqdm(bbq):
+            self.model_ = bbq.BBQ().fit(calarena_probabilities(logits), y)
 
     def _predict_proba(self, logits):
         out = np.asarray(self.model_.transform(calarena_probabilities(logits)), dtype=np.float64)

@@ -18,7 +18,11 @@ from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr, Choice
-from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
+from calbench.calibrators.newton import (
+    NEWTON_MAX_CLASSES,
+    newton_multinomial,
+    newton_vector,
+)
 from calbench.calibrators.threads import blas_threads
 from calbench.criteria import get_criterion
 from calbench.device import resolve_device
