@@ -521,8 +521,10 @@ class Float32MatrixScaling(Calibrator):
         self.converged_ = bool(result.success)
 
     def _predict_proba(self, logits):
-        z = calarena_log_probabilities(logits, engine="torch") @ self.matrix_ + self.bias_
-        z = z.astype(np.float64)
+        # Float64 products: the same rows give the same numbers in any batch (float32 BLAS
+        # rounds by block size); probmetrics' float32 ones agree to 1e-6.
+        x = calarena_log_probabilities(logits, engine="torch").astype(np.float64)
+        z = x @ self.matrix_.astype(np.float64) + self.bias_.astype(np.float64)
         z -= z.max(axis=1, keepdims=True)
         e = np.exp(z)
         return e / e.sum(axis=1, keepdims=True)
@@ -616,8 +618,8 @@ class Float32StructuredMatrixScaling(Calibrator):
         ).numpy()
 
     def _predict_proba(self, logits):
-        x = self._scaled_logits(logits)
-        z = np.hstack([x, np.ones((len(x), 1), dtype=x.dtype)]) @ self.weights_.T
+        x = self._scaled_logits(logits).astype(np.float64)  # float64 products, as above
+        z = np.hstack([x, np.ones((len(x), 1))]) @ self.weights_.T.astype(np.float64)
         z = z - z.max(axis=1, keepdims=True)
         e = np.exp(z)
         return (e / e.sum(axis=1, keepdims=True)).astype(np.float64)
