@@ -16,9 +16,22 @@ def main(argv: list[str]) -> None:
         description=service.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=["list", "fetch", "verify", "has", "present"])
+    parser.add_argument("command", choices=["list", "fetch", "verify", "has", "present", "tasks"])
     parser.add_argument(
-        "names", nargs="*", help="data set names for fetch (or all) and has; a preset for present"
+        "names",
+        nargs="*",
+        help="data set names for fetch (or all) and has; a preset for present; an HDF5 "
+        "benchmark file for tasks",
+    )
+    tasks_options = parser.add_argument_group(
+        "tasks FILE: the file's tasks as one sweep value (dataset.task=...), filtered by"
+    )
+    tasks_options.add_argument("--min-classes", type=int)
+    tasks_options.add_argument("--max-classes", type=int)
+    tasks_options.add_argument("--max-rows", type=int, help="calibration plus test rows")
+    tasks_options.add_argument("--dataset", action="append", help="data set name (repeatable)")
+    tasks_options.add_argument(
+        "--table", action="store_true", help="a table of the tasks with their shapes instead"
     )
     parser.add_argument("--data-dir", default="data")
     parser.add_argument(
@@ -48,6 +61,25 @@ def main(argv: list[str]) -> None:
                 "(calbench data fetch NAME, or --from DIR)."
             )
         print(",".join(found))
+    elif args.command == "tasks":
+        if len(args.names) != 1:
+            raise CalbenchError("Name one HDF5 file: calbench data tasks FILE")
+        from calbench.data.hdf5 import tasks
+
+        found = tasks(
+            args.names[0],
+            min_classes=args.min_classes,
+            max_classes=args.max_classes,
+            max_rows=args.max_rows,
+            datasets=args.dataset,
+        )
+        if not found:
+            raise CalbenchError(f"No task of {args.names[0]} passes the filters.")
+        if args.table:
+            rows = [(t.name, t.n_classes, t.n_cal, t.n_test) for t in found]
+            print(tabulate(rows, headers=["task", "classes", "calibration", "test"]))
+        else:
+            print(",".join(t.name for t in found))
     elif args.command == "fetch":
         if not args.names:
             raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 from calbench.data.dataset import Dataset
+from calbench.data.hdf5 import load_hdf5
 from calbench.data.kull_uci import load_kull_uci
 from calbench.data.loaders import load_kull_pickle, load_npz, load_torch_pair
 from calbench.data.offline_neural import make_offline_neural
@@ -23,6 +24,7 @@ LOADERS = {
     "superclass_pickle": load_superclass_pickle,
     "superclass_npz": load_superclass_npz,
     "torch_pair": load_torch_pair,
+    "hdf5": load_hdf5,
 }
 
 

@@ -249,5 +249,19 @@ def plan_cell(cfg: DictConfig | CellSpec) -> CellPlan:
         criterion_keys=keys,
         average_inner_models=method.get("average_inner_models", protocol.average_inner_models),
         cell=cell,
-        hash=config_hash(cell),
+        hash=config_hash(_hashed(cell)),
     )
+
+
+def _hashed(cell: dict) -> dict:
+    """What a cell's hash covers: its groups, except that a task of an HDF5 benchmark file
+    is named by the file's name and its arrays' SHA-256 (`calbench.data.hdf5.task_identity`)
+    rather than by the folder the file sits in."""
+    dataset = cell.get("dataset") or {}
+    if dataset.get("loader") != "hdf5":
+        return cell
+    from calbench.data.hdf5 import task_identity
+
+    identity = dict(dataset)
+    identity["path"] = task_identity(dataset["path"], str(dataset["task"]))
+    return {**cell, "dataset": identity}

@@ -1,0 +1,174 @@
+"""CalArena's HDF5 benchmark files, read as they are (probkit/CalArena
+``calibration_benchmarks/<benchmark>.h5``): one group per task, ``DATASET/MODEL``, holding
+``probas_cal``, ``labels_cal``, ``probas_test`` and ``labels_test``; binary tasks store the
+positive class's probability, shape (n,) or (n, 1), or both columns.
+
+``calbench run dataset=hdf5 dataset.path=FILE dataset.task=DATASET/MODEL`` runs one task;
+`tasks` lists a file's tasks (``calbench data tasks FILE``, with filters, prints them as a
+sweep value). A task is read alone, so memory is bounded by the largest task, not the file,
+and its identity in a cell's hash is the file's name and a SHA-256 of that task's arrays
+(`task_identity`), not the folder the file sits in.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from calbench.errors import CalbenchError
+
+ARRAYS = ("probas_cal", "labels_cal", "probas_test", "labels_test")
+
+
+def _h5py():
+    try:
+        import h5py
+    except ImportError:
+        raise CalbenchError(
+            "Reading HDF5 benchmark files needs h5py: pip install h5py (calbench's own "
+            "install brings it)."
+        ) from None
+    return h5py
+
+
+def _open(path):
+    p = Path(path)
+    if not p.is_file():
+        raise CalbenchError(
+            f"HDF5 benchmark file {str(p)!r} does not exist; give dataset.path=FILE "
+            "(CalArena's calibration_benchmarks/<benchmark>.h5)."
+        )
+    try:
+        return _h5py().File(p, "r")
+    except OSError as exc:
+        raise CalbenchError(f"{str(p)!r} is not a readable HDF5 file ({exc}).") from None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a file: its name and what the filters look at."""
+
+    name: str
+    n_classes: int
+    n_cal: int
+    n_test: int
+
+    @property
+    def dataset(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+def _classes(probas) -> int:
+    return 2 if probas.ndim == 1 or probas.shape[1] == 1 else int(probas.shape[1])
+
+
+def tasks(path, *, min_classes=None, max_classes=None, max_rows=None, datasets=None):
+    """The file's tasks (groups holding the four arrays), sorted, filtered by class count,
+    calibration plus test rows, and data set name; only the arrays' shapes are read."""
+    out = []
+    with _open(path) as f:
+
+        def visit(name, node):
+            if hasattr(node, "keys") and all(a in node for a in ARRAYS):
+                cal, test = node["probas_cal"], node["probas_test"]
+                out.append(Task(name, _classes(cal), cal.shape[0], test.shape[0]))
+
+        f.visititems(visit)
+    keep = [
+        t
+        for t in sorted(out, key=lambda t: t.name)
+        if (min_classes is None or t.n_classes >= min_classes)
+        and (max_classes is None or t.n_classes <= max_classes)
+        and (max_rows is None or t.n_cal + t.n_test <= max_rows)
+        and (not datasets or t.dataset in datasets)
+    ]
+    return keep
+
+
+def _as_two_columns(probas: np.ndarray) -> np.ndarray:
+    p = np.asarray(probas, dtype=np.float64)
+    if p.ndim == 1 or p.shape[1] == 1:
+        p = p.reshape(-1)
+        return np.column_stack([1.0 - p, p])
+    return p
+
+
+def read_task(path, task: str) -> dict[str, np.ndarray]:
+    """The four arrays of one task, as stored."""
+    with _open(path) as f:
+        if task not in f:
+            known = [t.name for t in tasks(path)]
+            hint = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+            raise CalbenchError(
+                f"{str(path)!r} has no task {task!r}; its tasks (DATASET/MODEL): {hint}. "
+                "`calbench data tasks FILE` lists them all."
+            )
+        group = f[task]
+        missing = [a for a in ARRAYS if a not in group]
+        if missing:
+            raise CalbenchError(f"{str(path)!r}, task {task!r}: arrays {missing} are missing.")
+        return {a: group[a][()] for a in ARRAYS}
+
+
+@functools.lru_cache(maxsize=64)
+def _task_sha256(path: str, mtime_ns: int, task: str) -> str:
+    digest = hashlib.sha256()
+    arrays = read_task(path, task)
+    for name in ARRAYS:
+        a = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+def task_identity(path, task: str) -> dict:
+    """What a cell's hash records of a task: the file's name and its arrays' SHA-256, so a
+    file moved to another folder keeps its cells and a changed task gets new ones."""
+    p = Path(path)
+    if not p.is_file():
+        return {"file": p.name, "task": task}
+    return {
+        "file": p.name,
+        "task": task,
+        "task_sha256": _task_sha256(str(p), p.stat().st_mtime_ns, task),
+    }
+
+
+def default_name(path, task: str) -> str:
+    """``FILESTEM_DATASET_MODEL``: unambiguous beside calbench's registered sets (CalArena's
+    c10/densenet40 is not calbench's c10_densenet40 file)."""
+    return f"{Path(path).stem}_{task.replace('/', '_')}"
+
+
+def load_hdf5(path, task, name=None):
+    """One task of an HDF5 benchmark file as a `Dataset` of its probabilities (binary
+    tasks as two classes). Rows are renormalised where float32 storage leaves them up to
+    1e-4 off the simplex; anything further is an error naming the task."""
+    from calbench.data.dataset import Dataset
+
+    arrays = read_task(path, task)
+    parts = {}
+    for split in ("cal", "test"):
+        p = _as_two_columns(arrays[f"probas_{split}"])
+        sums = p.sum(axis=1, keepdims=True)
+        if not np.all(np.isfinite(p)) or np.any(np.abs(sums - 1.0) > 1e-4) or np.any(p < 0):
+            raise CalbenchError(
+                f"{str(path)!r}, task {task!r}: probas_{split} are not probabilities (rows "
+                "must be finite, non-negative and sum to 1)."
+            )
+        parts[split] = (
+            p / sums,
+            np.asarray(arrays[f"labels_{split}"]).reshape(-1).astype(np.int64),
+        )
+    return Dataset.from_probabilities(
+        name or default_name(path, task),
+        parts["cal"][0],
+        parts["cal"][1],
+        parts["test"][0],
+        parts["test"][1],
+        source=f"{path}:{task}",
+    )

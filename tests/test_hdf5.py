@@ -1,0 +1,151 @@
+"""CalArena's HDF5 benchmark layout read as it is: a small file written here in exactly
+that layout (DATASET/MODEL groups of probas_cal, labels_cal, probas_test, labels_test)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calbench.data.hdf5 import load_hdf5, read_task, task_identity, tasks
+from calbench.errors import CalbenchError
+
+h5py = pytest.importorskip("h5py")
+
+
+def _probs(rng, n, k):
+    p = rng.dirichlet(np.ones(k), n).astype(np.float32)
+    return p, rng.integers(0, k, n).astype(np.int32)
+
+
+@pytest.fixture
+def bench_file(tmp_path):
+    """Two multiclass tasks and two binary ones (one stored as (n,), one as (n, 2))."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mini-multiclass.h5"
+    truth = {}
+    with h5py.File(path, "w") as f:
+        for task, n, k in [("c10/netA", 60, 10), ("derma/vit", 40, 7)]:
+            pc, yc = _probs(rng, n, k)
+            pt, yt = _probs(rng, n + 10, k)
+            g = f.create_group(task)
+            for key, value in zip(
+                ("probas_cal", "labels_cal", "probas_test", "labels_test"),
+                (pc, yc, pt, yt),
+                strict=True,
+            ):
+                g.create_dataset(key, data=value, compression="gzip")
+            truth[task] = (pc, yc, pt, yt)
+        pc = rng.random(50).astype(np.float32)
+        yc = (rng.random(50) < pc).astype(np.int32)
+        g = f.create_group("adult/catboost")
+        g.create_dataset("probas_cal", data=pc)
+        g.create_dataset("labels_cal", data=yc)
+        g.create_dataset("probas_test", data=pc[:30])
+        g.create_dataset("labels_test", data=yc[:30])
+        truth["adult/catboost"] = (pc, yc, pc[:30], yc[:30])
+        two = np.column_stack([1 - pc, pc])
+        g = f.create_group("bank/lgbm")
+        g.create_dataset("probas_cal", data=two)
+        g.create_dataset("labels_cal", data=yc)
+        g.create_dataset("probas_test", data=two[:20])
+        g.create_dataset("labels_test", data=yc[:20])
+        truth["bank/lgbm"] = (pc, yc, pc[:20], yc[:20])
+    return path, truth
+
+
+def test_every_task_is_found_with_its_shape(bench_file):
+    path, _ = bench_file
+    found = {t.name: (t.n_classes, t.n_cal, t.n_test) for t in tasks(path)}
+    assert found == {
+        "adult/catboost": (2, 50, 30),
+        "bank/lgbm": (2, 50, 20),
+        "c10/netA": (10, 60, 70),
+        "derma/vit": (7, 40, 50),
+    }
+    assert [t.name for t in tasks(path, min_classes=3)] == ["c10/netA", "derma/vit"]
+    assert [t.name for t in tasks(path, datasets=["derma", "bank"])] == ["bank/lgbm", "derma/vit"]
+    assert [t.name for t in tasks(path, max_rows=80)] == ["adult/catboost", "bank/lgbm"]
+
+
+def test_arrays_come_back_equal(bench_file):
+    path, truth = bench_file
+    pc, yc, pt, yt = truth["c10/netA"]
+    stored = read_task(path, "c10/netA")
+    for key, value in zip(
+        ("probas_cal", "labels_cal", "probas_test", "labels_test"), truth["c10/netA"], strict=True
+    ):
+        assert np.array_equal(stored[key], value) and stored[key].dtype == value.dtype
+    data = load_hdf5(path, "c10/netA")  # as a Dataset: the rows renormalised in float64
+    np.testing.assert_allclose(data.probs_cal, pc / pc.sum(1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(data.probs_test, pt / pt.sum(1, keepdims=True), rtol=1e-6)
+    assert np.array_equal(data.y_cal, yc) and np.array_equal(data.y_test, yt)
+    assert data.name == "mini-multiclass_c10_netA" and not data.is_logits
+
+
+@pytest.mark.parametrize("task", ["adult/catboost", "bank/lgbm"])
+def test_binary_tasks_run_as_two_classes(bench_file, task):
+    path, truth = bench_file
+    data = load_hdf5(path, task)
+    pc, yc, _, _ = truth[task]
+    assert data.n_classes == 2
+    np.testing.assert_allclose(data.probs_cal[:, 1], pc, atol=1e-6)
+    assert np.array_equal(data.y_cal, yc)
+
+
+def test_identity_is_the_file_name_and_the_tasks_arrays(bench_file, tmp_path):
+    path, _ = bench_file
+    first = task_identity(path, "c10/netA")
+    moved = tmp_path / "elsewhere" / path.name
+    moved.parent.mkdir()
+    moved.write_bytes(path.read_bytes())
+    assert task_identity(moved, "c10/netA") == first  # another folder, the same cells
+    assert task_identity(path, "derma/vit")["task_sha256"] != first["task_sha256"]
+    with h5py.File(moved, "r+") as f:
+        f["c10/netA/labels_test"][0] = (f["c10/netA/labels_test"][0] + 1) % 10
+    assert task_identity(moved, "c10/netA")["task_sha256"] != first["task_sha256"]
+
+
+def test_a_missing_task_or_file_gets_one_clear_error(bench_file, tmp_path):
+    path, _ = bench_file
+    with pytest.raises(CalbenchError, match="has no task 'c10/nope'.*c10/netA"):
+        read_task(path, "c10/nope")
+    with pytest.raises(CalbenchError, match="does not exist"):
+        tasks(tmp_path / "absent.h5")
+
+
+def test_a_sweep_over_a_files_tasks_and_its_cells_follow_the_file(bench_file, tmp_path):
+    """``calbench data tasks`` gives the sweep value; the cells of a file moved to another
+    folder are found in the store (hashed by the file's name and the task's arrays)."""
+    import subprocess
+    import sys
+
+    path, _ = bench_file
+
+    def cli(*args):
+        done = subprocess.run(
+            [sys.executable, "-m", "calbench.cli", *args], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    names = cli("data", "tasks", str(path), "--min-classes", "3").strip()
+    assert names == "c10/netA,derma/vit"
+    results = tmp_path / "results"
+    sweep = [
+        "run",
+        "-m",
+        "dataset=hdf5",
+        f"dataset.task={names}",
+        "method=ts,cir",
+        f"results_dir={results}",
+        "hydra/launcher=basic",
+    ]
+    cli(*sweep, f"dataset.path={path}")
+    stored = sorted(p.name for p in (results / "store").glob("*.csv"))
+    assert len(stored) == 4
+    moved = tmp_path / "moved" / path.name
+    moved.parent.mkdir()
+    moved.write_bytes(path.read_bytes())
+    again = cli(*sweep, f"dataset.path={moved}")
+    assert again.count("already in the store") == 4
+    assert sorted(p.name for p in (results / "store").glob("*.csv")) == stored
