@@ -17,6 +17,13 @@ makes a data set's logits exactly it, so calbench's own TS, VS and MS fit what C
   folds each early-stopped on its held-out fold, the five models averaged.
 - `LucenaSpline` and `NetcalBBQ`: Lucena's spline (splinecalib) and Naeini et al.'s BBQ
   (netcal), the packages CalArena calls.
+- `StoredIsotonic` and `StoredVennAbers`: isotonic regression and Venn-Abers on the stored
+  float32 scores, whose ties pool as scikit-learn and the venn-abers package pool them.
+- `Float32MatrixScaling` and `Float32StructuredMatrixScaling`: CalArena's MS and SMS,
+  torchmin's float32 BFGS runs, which stop short of the optimum calbench's `dir` and `sms`
+  reach.
+- `LogProbabilityVectorScaling` (VS on ``ln p``) and `SummedODIR` (dirichletcal's ODIR
+  penalty, not averaged over the weights).
 
 One-vs-rest outputs are clipped at 1e-30 and renormalised, as probmetrics'
 ``MulticlassOneVsRestCalibrator``.
@@ -43,7 +50,7 @@ from calbench.simplex import float32_softmax
 #: ln of the smallest normal float32: probmetrics' floor on ln p.
 LOG_TINY32 = float(np.log(np.finfo(np.float32).tiny))
 
-#: The optional packages CalArena's methods call, by import name: (pip name, extra).
+#: The optional packages CalArena's methods call (the calarena extra): import name -> pip name.
 _OPTIONAL = {
     "xgboost": "xgboost-cpu",
     "lightgbm": "lightgbm",
