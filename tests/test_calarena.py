@@ -213,16 +213,11 @@ def test_calarena_numbers_on_the_published_densenet40(published_logits, tmp_path
     """On Kull et al.'s DenseNet-40 CIFAR-10 file, five of CalArena's methods run through the
     preset (float32 probabilities, its metrics) give its published numbers: equal or within
     the float32 tolerance notes.yaml states."""
-    import subprocess
-    import sys
-
     from calbench.reproduce.comparison import compare
+    from tests.test_cli import calbench
 
     methods = ["ts", "histbin_quantile_prior", "isotonic_calarena", "bbq", "ms_calarena"]
-    command = [
-        sys.executable,
-        "-m",
-        "calbench.cli",
+    done = calbench(
         "run",
         "-m",
         "experiment=calarena_cv",
@@ -231,8 +226,8 @@ def test_calarena_numbers_on_the_published_densenet40(published_logits, tmp_path
         f"data_dir={published_logits}",
         f"results_dir={tmp_path}",
         "hydra/launcher=basic",
-    ]
-    assert subprocess.run(command, capture_output=True).returncode == 0
+    )
+    assert done.returncode == 0
     report = compare("calarena_cv", tmp_path)
     mine = report[(report["dataset"] == "c10_densenet40") & report["method"].isin(methods)]
     assert len(mine) == 20

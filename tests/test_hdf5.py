@@ -17,6 +17,16 @@ def _probs(rng, n, k):
     return p, rng.integers(0, k, n).astype(np.int32)
 
 
+def _write_task(f, task, probas_cal, labels_cal, probas_test, labels_test, **options):
+    group = f.create_group(task)
+    for key, value in zip(
+        ("probas_cal", "labels_cal", "probas_test", "labels_test"),
+        (probas_cal, labels_cal, probas_test, labels_test),
+        strict=True,
+    ):
+        group.create_dataset(key, data=value, **options)
+
+
 @pytest.fixture
 def bench_file(tmp_path):
     """Two multiclass tasks and two binary ones (one stored as (n,), one as (n, 2))."""
@@ -27,28 +37,14 @@ def bench_file(tmp_path):
         for task, n, k in [("c10/netA", 60, 10), ("derma/vit", 40, 7)]:
             pc, yc = _probs(rng, n, k)
             pt, yt = _probs(rng, n + 10, k)
-            g = f.create_group(task)
-            for key, value in zip(
-                ("probas_cal", "labels_cal", "probas_test", "labels_test"),
-                (pc, yc, pt, yt),
-                strict=True,
-            ):
-                g.create_dataset(key, data=value, compression="gzip")
+            _write_task(f, task, pc, yc, pt, yt, compression="gzip")
             truth[task] = (pc, yc, pt, yt)
         pc = rng.random(50).astype(np.float32)
         yc = (rng.random(50) < pc).astype(np.int32)
-        g = f.create_group("adult/catboost")
-        g.create_dataset("probas_cal", data=pc)
-        g.create_dataset("labels_cal", data=yc)
-        g.create_dataset("probas_test", data=pc[:30])
-        g.create_dataset("labels_test", data=yc[:30])
+        _write_task(f, "adult/catboost", pc, yc, pc[:30], yc[:30])
         truth["adult/catboost"] = (pc, yc, pc[:30], yc[:30])
         two = np.column_stack([1 - pc, pc])
-        g = f.create_group("bank/lgbm")
-        g.create_dataset("probas_cal", data=two)
-        g.create_dataset("labels_cal", data=yc)
-        g.create_dataset("probas_test", data=two[:20])
-        g.create_dataset("labels_test", data=yc[:20])
+        _write_task(f, "bank/lgbm", two, yc, two[:20], yc[:20])
         truth["bank/lgbm"] = (pc, yc, pc[:20], yc[:20])
     return path, truth
 
@@ -116,15 +112,12 @@ def test_a_missing_task_or_file_gets_one_clear_error(bench_file, tmp_path):
 def test_a_sweep_over_a_files_tasks_and_its_cells_follow_the_file(bench_file, tmp_path):
     """``calbench data tasks`` gives the sweep value; the cells of a file moved to another
     folder are found in the store (hashed by the file's name and the task's arrays)."""
-    import subprocess
-    import sys
+    from tests.test_cli import calbench
 
     path, _ = bench_file
 
     def cli(*args):
-        done = subprocess.run(
-            [sys.executable, "-m", "calbench.cli", *args], capture_output=True, text=True
-        )
+        done = calbench(*args)
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout
 

@@ -45,7 +45,7 @@ from calbench.calibrators.constraints import POSITIVE, AutoOr, Choice
 from calbench.calibrators.parametric import DirichletCalibrator, VectorScaling
 from calbench.calibrators.venn_abers import VennAbersCalibrator
 from calbench.errors import CalbenchError
-from calbench.simplex import float32_softmax
+from calbench.simplex import float32_softmax, softmax
 
 #: ln of the smallest normal float32: probmetrics' floor on ln p.
 LOG_TINY32 = float(np.log(np.finfo(np.float32).tiny))
@@ -531,10 +531,7 @@ class Float32MatrixScaling(Calibrator):
         # Float64 products: the same rows give the same numbers in any batch (float32 BLAS
         # rounds by block size); probmetrics' float32 ones agree to 1e-6.
         x = calarena_log_probabilities(logits, engine="torch").astype(np.float64)
-        z = x @ self.matrix_.astype(np.float64) + self.bias_.astype(np.float64)
-        z -= z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        return e / e.sum(axis=1, keepdims=True)
+        return softmax(x @ self.matrix_.astype(np.float64) + self.bias_.astype(np.float64))
 
 
 class StoredVennAbers(VennAbersCalibrator):
@@ -626,7 +623,4 @@ class Float32StructuredMatrixScaling(Calibrator):
 
     def _predict_proba(self, logits):
         x = self._scaled_logits(logits).astype(np.float64)  # float64 products, as above
-        z = np.hstack([x, np.ones((len(x), 1))]) @ self.weights_.T.astype(np.float64)
-        z = z - z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        return (e / e.sum(axis=1, keepdims=True)).astype(np.float64)
+        return softmax(np.hstack([x, np.ones((len(x), 1))]) @ self.weights_.T.astype(np.float64))

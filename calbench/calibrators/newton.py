@@ -30,6 +30,21 @@ def _objective(a, xt, y, penalty, offset=0.0):
     return value, np.exp(logp)
 
 
+def _armijo(evaluate, value, slope):
+    """Backtracking (Armijo) from the full Newton step: ``evaluate(scale) -> (objective,
+    state)`` at ``params - scale * step``. Returns ``(objective, state, converged)``, or
+    None where no decrease is left at float64 precision (the optimum)."""
+    scale = 1.0
+    while True:
+        new_value, state = evaluate(scale)
+        if new_value <= value - 1e-4 * scale * slope or scale < 1e-10:
+            break
+        scale *= 0.5
+    if scale < 1e-10:
+        return None
+    return new_value, state, value - new_value < 1e-15 * max(1.0, abs(value))
+
+
 def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None, offset=0.0):
     """Minimise ``mean log-loss(softmax(offset + x W^T + b)) + sum(penalty * [W | b]^2)``.
 
@@ -72,19 +87,16 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None, 
         step = np.zeros(size)
         step[moving] = np.linalg.solve(hessian[np.ix_(moving, moving)], grad.ravel()[moving])
         step = step.reshape(k, d + 1)
-        # Backtracking (Armijo) from the full Newton step.
-        slope = float((grad * step).sum())
-        scale = 1.0
-        while True:
+
+        def at(scale, a=a, step=step):
             candidate = a - scale * step
             new_value, new_p = _objective(candidate, xt, y, penalty, offset)
-            if new_value <= value - 1e-4 * scale * slope or scale < 1e-10:
-                break
-            scale *= 0.5
-        if scale < 1e-10:
-            break  # no decrease left at float64 precision: at the optimum
-        converged = value - new_value < 1e-15 * max(1.0, abs(value))
-        a, value, p = candidate, new_value, new_p
+            return new_value, (candidate, new_p)
+
+        accepted = _armijo(at, value, float((grad * step).sum()))
+        if accepted is None:
+            break
+        value, (a, p), converged = accepted
         if converged:
             break
     return a, iterations, float(value)
@@ -148,18 +160,16 @@ def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol):
         # Singular along b -> b + c 1 (softmax ignores it; the gradient has no part there).
         hessian[np.diag_indices(2 * k)] += 1e-12 * max(1.0, np.abs(np.diag(hessian)).max())
         step = np.linalg.solve(hessian, grad)
-        slope = float(grad @ step)
-        scale = 1.0
-        while True:
+
+        def at(scale, w=w, b=b, step=step):
             new_w, new_b = w - scale * step[:k], b - scale * step[k:]
             new_value, new_p = _vector_objective(new_w, new_b, x, y, pen_w, center_w, pen_b)
-            if new_value <= value - 1e-4 * scale * slope or scale < 1e-10:
-                break
-            scale *= 0.5
-        if scale < 1e-10:
-            break  # no decrease left at float64 precision: at the optimum
-        converged = value - new_value < 1e-15 * max(1.0, abs(value))
-        w, b, value, p = new_w, new_b, new_value, new_p
+            return new_value, (new_w, new_b, new_p)
+
+        accepted = _armijo(at, value, float(grad @ step))
+        if accepted is None:
+            break
+        value, (w, b, p), converged = accepted
         if converged:
             break
     return w, b, iterations, float(value)

@@ -180,10 +180,8 @@ class StructuredScaling(ParametricCalibrator):
         """SMS's objective by Newton's method (at most `NEWTON_MAX_CLASSES` classes): the
         weights ``[W - I | b]`` on the features, with ``x`` itself as a fixed offset, so the
         ridge penalties pull towards the identity as the paper's do."""
-        k, lam = x.shape[1], self.penalties_
-        penalty = np.full((k, k + 1), lam["off_diagonal"])
-        penalty[np.arange(k), np.arange(k)] = lam["diagonal"]
-        penalty[:, k] = lam["intercept"]
+        k = x.shape[1]
+        penalty = self._penalty_matrix(k)
         init = np.zeros((k, k + 1))
         if self.warm_start and getattr(self, "n_iter_", None) is not None:
             if np.shape(self.coef_) == (k, k):

@@ -16,7 +16,7 @@ from calbench.criteria.decision_aware import TRAINED_PER_EPS, decision_criterion
 from calbench.device import resolve_device
 from calbench.errors import CalbenchError, unknown_name
 from calbench.lazy import LazyModule
-from calbench.simplex import TINY, TORCH_MIN_ENTRIES, one_torch_thread
+from calbench.simplex import TINY, TORCH_MIN_ENTRIES, exp_in_place, fitting_log_softmax
 
 torch = LazyModule("torch")
 
@@ -28,12 +28,11 @@ def nll(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     n = len(y)
     rows = np.arange(n)
     if logits.dtype == np.float64 and logits.size >= TORCH_MIN_ENTRIES:
-        # torch's fused log-softmax (`calbench.simplex.TORCH_MIN_ENTRIES`); the floor keeps
-        # the probabilities normal floats, as below.
-        with one_torch_thread():
-            lsm = torch.log_softmax(torch.from_numpy(np.ascontiguousarray(logits)), dim=1)
-            value = -float(lsm[rows, y].mean())
-            grad = lsm.clamp_min_(_EXP_FLOOR).exp_().numpy()
+        # torch's fused log-softmax (`calbench.simplex.fitting_log_softmax`); the floor
+        # keeps the probabilities normal floats, as below.
+        lsm = fitting_log_softmax(logits)
+        value = -float(lsm[rows, y].mean())
+        grad = exp_in_place(np.maximum(lsm, _EXP_FLOOR, out=lsm))
         grad[rows, y] -= 1.0
         grad /= n
         return value, grad
