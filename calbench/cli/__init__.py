@@ -51,31 +51,39 @@ def fail(message: str) -> None:
     raise SystemExit(2)
 
 
+def run_cell(config, experiment_choice: str | None) -> dict:
+    """One cell of ``calbench run``: ``config`` is Hydra's composed config (or the plain
+    resolved one calbench's launcher composes, `calbench.cli.composition`), and
+    ``experiment_choice`` the ``experiment=`` it was given. Returns what the sweep's
+    progress line reads."""
+    from calbench.runner.checks import check_experiment_choice
+    from calbench.runner.job import found_stored, run_job
+    from calbench.runner.plan import plan_cell
+
+    try:
+        check_experiment_choice(experiment_choice)
+        plan = plan_cell(config)
+        stored_before = found_stored(plan)
+        return {"cell": run_job(plan), "stored_before": stored_before}
+    except CalbenchError as exc:
+        # SystemExit passes through Hydra's error reporting: one line, no traceback.
+        fail(str(exc))
+
+
 def _run(argv: list[str]) -> None:
     import hydra
     from omegaconf import DictConfig
 
-    from calbench.runner.job import found_stored, run_job
-
-    @hydra.main(version_base="1.3", config_path="pkg://calbench.conf", config_name="config")
     def app(cfg: DictConfig) -> dict:
-        """One cell; what it returns is the sweep's progress line's (the launcher's)."""
+        """One cell, as Hydra runs it (`run_cell`)."""
         from hydra.core.hydra_config import HydraConfig
 
-        from calbench.runner.checks import check_experiment_choice
-        from calbench.runner.plan import plan_cell
+        return run_cell(cfg, HydraConfig.get().runtime.choices.get("experiment"))
 
-        try:
-            check_experiment_choice(HydraConfig.get().runtime.choices.get("experiment"))
-            plan = plan_cell(cfg)
-            stored_before = found_stored(plan)
-            return {"cell": run_job(plan), "stored_before": stored_before}
-        except CalbenchError as exc:
-            # SystemExit passes through Hydra's error reporting: one line, no traceback.
-            fail(str(exc))
-
+    # calbench's launcher runs the cells it composed itself through this, not through app.
+    app.calbench_cell = run_cell
     sys.argv = ["calbench run", *argv]
-    app()
+    hydra.main(version_base="1.3", config_path="pkg://calbench.conf", config_name="config")(app)()
 
 
 def _interrupted(argv: list[str], started: float) -> None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import yaml
+import numpy as np
 from tabulate import tabulate
 
 from calbench.calibrators.bounds import bound_hint
 from calbench.calibrators.methods import bounded_variant
+from calbench.conf_files import dump_yaml
 from calbench.decision.family import CURVE_METRIC
 from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
-from calbench.runner.cell import evaluate_cell, summarise
+from calbench.runner.cell import evaluate_cell
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import check_storage
 from calbench.runner.store import ResultStore
@@ -35,36 +36,36 @@ def run_job(plan: CellPlan) -> str:
     path = store.write(
         cell_hash,
         rows,
-        yaml.safe_dump(plan.cell, sort_keys=False),
+        dump_yaml(plan.cell),
         predictions=None if storage == "none" else (predictions, storage),
     )
     # A risk curve's points go to the store and `calbench tables`, not to the terminal.
-    curve = rows["metric"].str.startswith(CURVE_METRIC)
-    summary = summarise(rows[~curve])
-    fit = rows.groupby("fold")["fit_seconds"].first().sum()
+    summary, curve_points = summarise(rows)
+    fit_per_fold = zip(rows["fold"].tolist(), rows["fit_seconds"].tolist(), strict=True)
+    fit = sum(dict(fit_per_fold).values())
     print(
         f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={plan.protocol.name}"
         f" | fit {fit:.2f} s"
     )
-    folds = int(summary["folds"].max())
+    folds = max(len(values) for values in summary.values())
     if folds > 1:
-        table = [[m, f"{r['mean']:.4f}", f"{r['std']:.4f}"] for m, r in summary.iterrows()]
+        table = [[m, f"{np.mean(v):.4f}", f"{np.std(v, ddof=1):.4f}"] for m, v in summary.items()]
         headers = ["metric", "mean", f"std ({folds} folds)"]
     else:
-        table = [[m, f"{r['mean']:.4f}"] for m, r in summary.iterrows()]
+        table = [[m, f"{np.mean(v):.4f}"] for m, v in summary.items()]
         headers = ["metric", "value"]
     print(tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True))
-    if curve.any():
-        print(f"risk curve: {rows.loc[curve, 'metric'].nunique()} eps points ({CURVE_METRIC}...)")
-    left_out = rows.loc[rows["metric"] == "inner_classes_missing", "value"]
-    if left_out.sum() > 0:
+    if curve_points:
+        print(f"risk curve: {curve_points} eps points ({CURVE_METRIC}...)")
+    left_out = summary.get("inner_classes_missing", [])
+    if sum(left_out) > 0:
         print(
-            f"note: in {int((left_out > 0).sum())} fold(s) the inner CV left a class out of "
-            f"{int(left_out.sum())} inner training part(s) in all (row inner_classes_missing):"
+            f"note: in {sum(v > 0 for v in left_out)} fold(s) the inner CV left a class out of "
+            f"{int(sum(left_out))} inner training part(s) in all (row inner_classes_missing):"
             " those grid points were rated by calibrators that never saw the class; "
             "protocol.inner_cv=stratified or fewer protocol.inner_folds avoid it."
         )
-    wrong = rows.loc[rows["metric"] == "wrong_certainties", "value"].sum()
+    wrong = sum(summary.get("wrong_certainties", []))
     if wrong > 0:
         print(
             f"note: {int(wrong)} test row(s) gave their label a probability below "
@@ -74,3 +75,17 @@ def run_job(plan: CellPlan) -> str:
         )
     print(f"rows: {path}")
     return cell_hash
+
+
+def summarise(rows) -> tuple[dict[str, list[float]], int]:
+    """(each metric's values over the folds, in the rows' order; the number of risk-curve
+    points, which are not summarised). Plain lists: pandas' groupby cost a sweep's cell
+    a few milliseconds (`benchmarks.bench_sweep`)."""
+    summary: dict[str, list[float]] = {}
+    curve = set()
+    for metric, value in zip(rows["metric"].tolist(), rows["value"].tolist(), strict=True):
+        if metric.startswith(CURVE_METRIC):
+            curve.add(metric)
+        else:
+            summary.setdefault(metric, []).append(value)
+    return summary, len(curve)

@@ -226,8 +226,9 @@ class CellPlan:
         return lambda probs, y: empirical_risk(probs, y, loss_matrix=loss_matrix)
 
 
-def plan_cell(cfg: DictConfig | CellSpec) -> CellPlan:
-    """The plan of a composed config (or of its resolved record), every check run."""
+def plan_cell(cfg: DictConfig | dict | CellSpec) -> CellPlan:
+    """The plan of a composed config (Hydra's, or the plain resolved one of calbench's
+    launcher; or of its record), every check run."""
     spec = cfg if isinstance(cfg, CellSpec) else CellSpec.of(cfg)
     check_run_config(spec)
     method = spec.method

@@ -13,10 +13,9 @@ replaced). The cell's config keeps what it was run with and lists the added metr
 from __future__ import annotations
 
 import pandas as pd
-import yaml
 from tqdm import tqdm
 
-from calbench.conf_files import metric_sets
+from calbench.conf_files import dump_yaml, metric_sets
 from calbench.errors import CalbenchError, unknown_name
 from calbench.metrics import METRICS
 from calbench.runner.store import COLUMNS, ResultStore
@@ -72,6 +71,6 @@ def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int
         config = store.config(cell_hash)
         if config:
             config["rescored"] = {**(config.get("rescored") or {}), **metrics}
-            store.write_config(cell_hash, yaml.safe_dump(config, sort_keys=False))
+            store.write_config(cell_hash, dump_yaml(config))
         done += 1
     return done, missing

@@ -45,11 +45,15 @@ class CellSpec:
     run: dict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def of(cls, cfg: DictConfig | CellSpec) -> CellSpec:
-        """The record of a composed config (a record is returned as it is)."""
+    def of(cls, cfg: DictConfig | dict | CellSpec) -> CellSpec:
+        """The record of a composed config, or of one already resolved into plain
+        containers (calbench's launcher composes those); a record is returned as it is."""
         if isinstance(cfg, CellSpec):
             return cfg
-        resolved = OmegaConf.to_container(cfg, resolve=True)  # the runner's one resolution
+        if isinstance(cfg, DictConfig):
+            resolved = OmegaConf.to_container(cfg, resolve=True)  # the runner's one resolution
+        else:
+            resolved = dict(cfg)
         cell = {key: resolved.pop(key) for key in CELL_KEYS}
         return cls(**cell, device=resolved.pop("device", "cpu") or "cpu", run=resolved)
 

@@ -11,6 +11,7 @@ file twice over or interleave rows.
 
 from __future__ import annotations
 
+import csv
 import io
 from pathlib import Path
 
@@ -93,7 +94,7 @@ class ResultStore:
     def replace_rows(self, cell_hash: str, rows: pd.DataFrame) -> Path:
         """Write a cell's rows (all of them, at once; `calbench rescore` adds metrics)."""
         path = self._csv(cell_hash)
-        atomic_write_text(path, rows[COLUMNS].to_csv(index=False))
+        atomic_write_text(path, csv_text(rows, COLUMNS))
         return path
 
     def predictions(self, cell_hash: str, sha256: str) -> list[FoldPredictions]:
@@ -151,6 +152,18 @@ class ResultStore:
         if latest:
             frame = frame[~frame["config_hash"].isin(superseded_cells(frame))]
         return frame
+
+
+def csv_text(frame: pd.DataFrame, columns: list[str]) -> str:
+    """``frame[columns].to_csv(index=False)``, the same text, in a quarter of the time
+    (0.3 ms for a cell's rows against 1.3: a sweep's bookkeeping, `benchmarks.bench_sweep`)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    # pandas writes a missing value as an empty field, Python's csv as "nan"
+    values = [["" if v != v else v for v in frame[c].tolist()] for c in columns]
+    writer.writerows(zip(*values, strict=True))
+    return buffer.getvalue()
 
 
 def experiment_rows(store: ResultStore, experiment: str) -> pd.DataFrame:
