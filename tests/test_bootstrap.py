@@ -135,6 +135,7 @@ def _indices(fold, n, seed):
     return resample_indices(fold.y, n, bootstrap.fold_rng(seed, fold.y))
 
 
+@pytest.mark.slow  # 6 s
 def test_intervals_cover_the_true_value_about_95_percent_of_the_time():
     """Valk's synthetic set knows its true calibration map: the uncalibrated predictions'
     population Brier score and true confidence CE (0.080) are known. 200 test sets of 1000
@@ -182,6 +183,7 @@ def test_bad_settings_are_refused():
         interval(np.arange(10.0), 4.5, method="bca")
 
 
+@pytest.mark.slow  # 13 s
 def test_tables_with_ci_show_each_cells_interval_and_mark_the_ties(tmp_path):
     import pandas as pd
 
@@ -265,6 +267,7 @@ def test_cells_sharing_predictions_keep_their_own_metric_options(tmp_path):
     assert len(list((tmp_path / "store" / "bootstrap").iterdir())) == 1
 
 
+@pytest.mark.slow  # 5 s
 def test_rank_only_experiments_get_their_tasks_intervals_in_the_generic_tables(
     tmp_path, monkeypatch
 ):

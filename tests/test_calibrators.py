@@ -124,7 +124,14 @@ _STRENGTHS = [(1e-2, 1e-2), (1e3, 1e3), (None, None)]
 
 @pytest.mark.parametrize("name", ["dir_odir", "ms_odir"])
 @pytest.mark.parametrize(("lam", "mu"), _STRENGTHS)
-@pytest.mark.parametrize("start", ["auto", "diagonal", "temperature"])
+@pytest.mark.parametrize(
+    "start",  # the two forced starts in the slow suite (4 s each); "auto" picks one of them
+    [
+        "auto",
+        pytest.param("diagonal", marks=pytest.mark.slow),
+        pytest.param("temperature", marks=pytest.mark.slow),
+    ],
+)
 def test_every_lbfgs_start_reaches_the_minimum_the_identity_start_reaches(
     rng, name, lam, mu, start
 ):
@@ -330,7 +337,18 @@ def _instance(name, synthetic):
     )
 
 
-@pytest.mark.parametrize("name", sorted(CALIBRATORS))
+#: Contracts of the trained maps (Keras-style layers, IOP, DEC: 3 to 6 s each) run in the
+#: slow suite; their reference tests stay quick.
+SLOW_CONTRACTS = {"keras_dir", "keras_ms", "keras_vs", "iop_full", "iop_diag", "dec"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACTS else n
+        for n in sorted(CALIBRATORS)
+    ],
+)
 def test_contract(name, synthetic, rng):
     """Every registered calibrator: simplex rows, clone, idempotent refit, extreme logits."""
     x, y = synthetic.logits_cal[:1500], synthetic.y_cal[:1500]
@@ -362,19 +380,15 @@ def test_works_inside_grid_search(name, synthetic):
 
 
 def test_every_calibrator_has_a_config_and_back():
-    from hydra import compose, initialize_config_module
+    from tests.test_composition import composed  # the compositions test_configs shares
 
-    with initialize_config_module("calbench.conf", version_base="1.3"):
-        configs = {
-            p.stem: compose("config", overrides=[f"method={p.stem}"]).method
-            for p in CONF.glob("*.yaml")
-        }
-    used = {c.calibrator for c in configs.values()}
+    configs = {p.stem: composed(f"method={p.stem}")["method"] for p in CONF.glob("*.yaml")}
+    used = {c["calibrator"] for c in configs.values()}
     assert set(CALIBRATORS) <= used, f"no conf/method file for {set(CALIBRATORS) - used}"
     for stem, conf in configs.items():
-        assert conf.name == stem
-        cal = registered_calibrator(conf.calibrator, **conf.params)
-        assert set(conf.grid) <= set(cal.get_params()), stem
+        assert conf["name"] == stem
+        cal = registered_calibrator(conf["calibrator"], **(conf["params"] or {}))
+        assert set(conf["grid"] or {}) <= set(cal.get_params()), stem
 
 
 def test_unknown_name_and_parameter_are_clear():

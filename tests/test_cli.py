@@ -127,6 +127,7 @@ def test_tables_without_results_says_what_to_run(tmp_path):
     assert out.returncode == 2 and "calbench run experiment=" in out.stderr
 
 
+@pytest.mark.slow  # 8 s
 def test_valk_real_names_the_missing_logits(tmp_path):
     out = calbench(
         "run",
@@ -141,6 +142,7 @@ def test_valk_real_names_the_missing_logits(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow  # 13 s
 def test_valk_real_tables_from_small_stand_in_pickles(tmp_path):
     import pickle
 
@@ -206,6 +208,7 @@ def test_sweep_killed_midway_resumes_to_the_uninterrupted_rows(tmp_path):
     pd.testing.assert_series_equal(resumed["value"], reference["value"])  # same seed, same numbers
 
 
+@pytest.mark.slow  # 14 s
 def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
     rows = run_preset(
         tmp_path,
@@ -249,11 +252,12 @@ def test_a_bad_value_late_in_a_sweep_fails_before_any_job_runs(tmp_path):
 @pytest.mark.parametrize(
     "plugin, launcher, methods",
     [
-        # Local cores: two joblib jobs.
-        (
+        # Local cores: two joblib jobs (7 s; the submitit case below stays quick).
+        pytest.param(
             "hydra_joblib_launcher",
             ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
             ["ts", "vs", "bcts", "dir"],
+            marks=pytest.mark.slow,
         ),
         # The SLURM launcher's local executor: same job code and store as on a cluster.
         ("hydra_submitit_launcher", ["hydra/launcher=submitit_local"], ["ts", "vs"]),
@@ -304,6 +308,7 @@ def test_ho_prior_shift_preset_on_its_stand_in_then_its_curves(tmp_path):
         assert "SYNTHETIC" in (tmp_path / "tables" / f"{name}.md").read_text()
 
 
+@pytest.mark.slow  # 5 s
 def test_data_has_tells_scripts_whether_to_fall_back_to_a_stand_in(tmp_path):
     absent = calbench("data", "has", "ham10000", "--data-dir", str(tmp_path))
     assert absent.returncode == 1 and "ham10000: absent" in absent.stdout

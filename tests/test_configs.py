@@ -2,29 +2,20 @@
 each value its sweep names, every data set, every method and every metric set (as
 lightning-hydra-template's config tests do). Nothing is fitted and no data are read: a
 config that only breaks when its cell runs (a typo in a preset's sweep, a method that names
-an unknown parameter, a metric set that names no metric) fails here."""
+an unknown parameter, a metric set that names no metric) fails here. The configs are the
+ones calbench's launcher hands its cells (`tests.test_composition.composed`), which that
+module checks against Hydra's own."""
 
 import inspect
 import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_module
 
 from calbench.conf_files import group_files, read_group, swept_values
 from calbench.data import LOADERS
 from calbench.runner.plan import PLAN_DATASET_KEYS, plan_cell
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _hydra():
-    """One Hydra initialisation for the module: composing is then a few milliseconds."""
-    with initialize_config_module("calbench.conf", version_base="1.3"):
-        yield
-
-
-def _compose(*overrides):
-    return compose("config", overrides=list(overrides))
+from tests.test_composition import composed as _compose
 
 
 def _built(*overrides) -> None:
@@ -122,8 +113,7 @@ def test_cell_hashes_are_those_stored_sweeps_were_written_under():
 
 
 if __name__ == "__main__":
-    with initialize_config_module("calbench.conf", version_base="1.3"):
-        hashes = {" ".join(o): plan_cell(_compose(*o)).hash for o in _hashed_compositions()}
+    hashes = {" ".join(o): plan_cell(_compose(*o)).hash for o in _hashed_compositions()}
     HASHES.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
 
 

@@ -143,6 +143,7 @@ def test_reliability_bands_are_the_bins_bootstrap_intervals(rng):
     plt.close(fig)
 
 
+@pytest.mark.slow  # 16 s
 def test_figures_draw_every_named_method_and_say_which_they_leave_out(tmp_path, capsys):
     from calbench.plots.write import write_figures
     from calbench.runner.job import run_job

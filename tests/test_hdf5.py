@@ -109,6 +109,7 @@ def test_a_missing_task_or_file_gets_one_clear_error(bench_file, tmp_path):
         tasks(tmp_path / "absent.h5")
 
 
+@pytest.mark.slow  # 14 s; the reader's tests stay quick
 def test_a_sweep_over_a_files_tasks_and_its_cells_follow_the_file(bench_file, tmp_path):
     """``calbench data tasks`` gives the sweep value; the cells of a file moved to another
     folder are found in the store (hashed by the file's name and the task's arrays)."""

@@ -74,6 +74,7 @@ def test_gaussian_classes_have_the_configured_priors_to_the_sample():
             gaussian_classes(bad, 100, 2, 1.0, 0)
 
 
+@pytest.mark.slow  # 12 s
 def test_ho_stand_ins_carry_the_classes_and_priors_they_stand_for(tmp_path):
     from calbench.decision.losses import HAM10000_CLASSES
     from calbench.runner.plan import load_configured_dataset

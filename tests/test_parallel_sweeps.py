@@ -19,25 +19,31 @@ def _values(results):
 
 def test_a_sweep_stores_the_same_numbers_on_one_job_or_two(tmp_path):
     """kull_uci's and valk_real's cells are fitted in worker processes with one BLAS thread
-    each where one job had both cores: the stored numbers must not move."""
-    runs = {}
-    for jobs in (1, 2):
+    each where one job had both cores: the stored numbers must not move. The one-job run
+    composes and runs its jobs Hydra's way (``compose=hydra``), the two-job run from the
+    launcher's cached parts: the same cells (hashes) with the same numbers."""
+    runs, hashes = {}, {}
+    for jobs, compose in ((1, "hydra"), (2, "cached")):
         out = calbench(
             "run",
             "-m",
             METHODS,
             SMALL,
             f"hydra.launcher.n_jobs={jobs}",
+            f"hydra.launcher.compose={compose}",
             f"results_dir={tmp_path / str(jobs)}",
         )
         assert out.returncode == 0, out.stderr
         assert "[sweep] 4/4 cells (0 found stored) | " in out.stdout
         assert f"on {jobs} job(s)" in out.stdout
         runs[jobs] = _values(tmp_path / str(jobs))
+        hashes[jobs] = sorted(p.stem for p in (tmp_path / str(jobs) / "store").glob("*.csv"))
+    assert hashes[1] == hashes[2] and len(hashes[1]) == 4
     assert runs[1].index.equals(runs[2].index) and len(runs[1]) > 40
     np.testing.assert_array_equal(runs[1].to_numpy(), runs[2].to_numpy())
 
 
+@pytest.mark.slow  # 16 s; test_multirun_sweep_and_resume keeps resumption quick
 def test_the_default_uses_every_core_and_says_what_it_found_stored(tmp_path):
     from joblib import cpu_count
 

@@ -94,6 +94,7 @@ def sweep_values(name: str, folder: Path) -> dict[str, float | str]:
     return values
 
 
+@pytest.mark.slow  # 29 s and 22 s; the quick suite's sweeps compare one job with two
 @pytest.mark.parametrize("name", list(SWEEPS))
 def test_a_small_seeded_sweep_stores_the_numbers_it_stored_before_the_speed_work(name, tmp_path):
     expected = json.loads(VALUES.read_text())[name]

@@ -307,6 +307,7 @@ def _store_curve(store, cell_hash, experiment, dataset, key, shift, value) -> No
     store.write(cell_hash, pd.DataFrame(records))
 
 
+@pytest.mark.slow  # 17 s
 def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
     from calbench.decision.family import curve_metric
     from calbench.runner.store import ResultStore

@@ -13,6 +13,7 @@ from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
 from calbench.runner.cell import evaluate_cell
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import check_storage
+from calbench.runner.progress import running
 from calbench.runner.store import ResultStore
 
 
@@ -31,7 +32,8 @@ def run_job(plan: CellPlan) -> str:
     store = ResultStore(run["results_dir"])
     storage = run["predictions"]
     check_storage(storage)  # before the work, not after
-    rows, predictions = evaluate_cell(plan)
+    with running(label):  # a long grid search names the cell in its progress lines
+        rows, predictions = evaluate_cell(plan)
     rows["config_hash"] = cell_hash
     path = store.write(
         cell_hash,

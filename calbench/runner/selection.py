@@ -27,6 +27,7 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import OneVsRestCalibrator
 from calbench.errors import check_choice
 from calbench.metrics import log_loss
+from calbench.runner.progress import GridProgress
 from calbench.runner.protocols import INNER_CV, check_class_counts
 
 
@@ -120,6 +121,7 @@ def select_and_fit(
     best = (np.inf, None, None, len(points))
     row_key = next(iter(points[0]), None)
     best_before_row, stale_rows = np.inf, 0
+    progress = GridProgress(len(points), len(splits))
     for i, params in enumerate(points):
         if grid_patience is not None and i and params[row_key] != points[i - 1][row_key]:
             stale_rows = 0 if best[0] < best_before_row else stale_rows + 1
@@ -128,7 +130,7 @@ def select_and_fit(
             best_before_row = best[0]
         out_of_fold = np.empty((len(y), n_classes))
         models = []
-        for runner, (fit_idx, held_idx) in zip(runners, splits, strict=True):
+        for j, (runner, (fit_idx, held_idx)) in enumerate(zip(runners, splits, strict=True)):
             if batched:
                 model = runner[i]
             elif prefix is not None:
@@ -138,6 +140,7 @@ def select_and_fit(
                 model.set_params(**params).fit(logits[fit_idx], y[fit_idx])
             out_of_fold[held_idx] = model.predict_proba(logits[held_idx])
             models.append(copy.deepcopy(model) if warm else model)
+            progress.fitted(i, j)
         value = score(out_of_fold, y)
         if (value, grid_order[i]) < (best[0], best[3]):
             best = (value, params, models, grid_order[i])

@@ -32,6 +32,8 @@ from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup
 from hydra.plugins.launcher import Launcher
 from omegaconf import open_dict
 
+from calbench.runner.progress import SweepEstimate, cell_cost, clock
+
 log = logging.getLogger(__name__)
 
 
@@ -60,6 +62,7 @@ def _run_one(idx: int, overrides, hydra_context, config, task_function, singleto
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
         sweep_config.hydra.job.num = idx
     HydraConfig.instance().set_config(sweep_config)
+    started = time.perf_counter()
     ret = run_job(
         hydra_context=hydra_context,
         config=sweep_config,
@@ -67,19 +70,20 @@ def _run_one(idx: int, overrides, hydra_context, config, task_function, singleto
         job_dir_key="hydra.sweep.dir",
         job_subdir_key="hydra.sweep.subdir",
     )
-    return idx, ret
+    return idx, ret, time.perf_counter() - started
 
 
 def _run_cell(idx: int, overrides, config: dict, choices: dict, cell):
     """One job that calbench's composer composed: calbench's cell on its plain config.
     A failure is the job's, as Hydra's ``run_job`` records it."""
+    started = time.perf_counter()
     try:
         value = cell(config, choices.get("experiment"))
+        status = JobStatus.COMPLETED
     except Exception as exc:  # Hydra's sweeper raises it again when it reads the result
-        return idx, JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
-    return idx, JobReturn(
-        overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=value
-    )
+        value, status = exc, JobStatus.FAILED
+    ret = JobReturn(overrides=list(overrides), status=status, _return_value=value)
+    return idx, ret, time.perf_counter() - started
 
 
 def workers(n_jobs: int, n_cells: int) -> int:
@@ -92,35 +96,36 @@ def workers(n_jobs: int, n_cells: int) -> int:
     return max(1, min(wanted, n_cells))
 
 
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
 class Progress:
-    """Finished cells of a sweep, and the line that reports them."""
+    """Finished cells of a sweep, and the line that reports them; the time left is
+    `SweepEstimate`'s (each remaining cell weighed by its cost)."""
 
-    def __init__(self, total: int, jobs: int, show: bool):
-        self.total, self.jobs, self.show = total, jobs, show
+    def __init__(self, estimate: SweepEstimate, show: bool):
+        self.estimate, self.show = estimate, show
+        self.total, self.jobs = len(estimate.costs), estimate.jobs
         self.done = self.stored = 0
         self.started = time.perf_counter()
 
-    def finished(self, ret: JobReturn) -> None:
+    def finished(self, index: int, ret: JobReturn, seconds: float) -> None:
         self.done += 1
         value = ret.return_value if ret.status == JobStatus.COMPLETED else None
-        self.stored += bool(isinstance(value, dict) and value.get("stored_before"))
+        stored = bool(isinstance(value, dict) and value.get("stored_before"))
+        self.stored += stored
+        self.estimate.finished(index, seconds, ran=not stored)
         if not self.show:
             return
         elapsed = time.perf_counter() - self.started
-        ran = self.done - self.stored
         line = (
             f"[sweep] {self.done}/{self.total} cells ({self.stored} found stored) | "
-            f"{_clock(elapsed)} elapsed on {self.jobs} job(s)"
+            f"{clock(elapsed)} elapsed on {self.jobs} job(s)"
         )
-        if ran and self.done < self.total:
-            # Cells found stored cost nothing; the rest take about what the ones run took.
-            line += f" | about {_clock(elapsed / self.done * (self.total - self.done))} to go"
+        to_go = self.estimate.to_go()
+        if to_go is not None and self.done < self.total:
+            line += f" | about {clock(to_go)} to go"
+            untimed = self.estimate.untimed()
+            if untimed:
+                names = ", ".join(untimed[:3]) + (", ..." if len(untimed) > 3 else "")
+                line += f" (guessed for {names}: none of their cells has run yet)"
         print(line, flush=True)
 
 
@@ -166,8 +171,8 @@ class CalbenchLauncher(Launcher):
             print(f"calbench: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         log.info(f"calbench launcher: {len(job_overrides)} cells on {jobs} job(s)")
-        run, args = self._jobs(job_overrides, initial_job_idx)
-        progress = Progress(len(job_overrides), jobs, self.progress)
+        run, args, costs = self._jobs(job_overrides, initial_job_idx)
+        progress = Progress(SweepEstimate(costs, jobs), self.progress)
         results: dict[int, JobReturn] = {}
         if jobs == 1:
             finished = (run(*a) for a in args)
@@ -176,20 +181,26 @@ class CalbenchLauncher(Launcher):
 
             parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
             finished = parallel(delayed(run)(*a) for a in args)
-        for idx, ret in finished:
+        for idx, ret, seconds in finished:
             results[idx] = ret
-            progress.finished(ret)
+            progress.finished(idx - initial_job_idx, ret, seconds)
         return [results[initial_job_idx + i] for i in range(len(job_overrides))]
 
     def _jobs(self, job_overrides, initial_job_idx):
-        """(the function that runs a job where it runs, each job's arguments, lazily)."""
+        """(the function that runs a job where it runs; each job's arguments, lazily; each
+        job's method and `cell_cost`, for the sweep's estimate of the time left)."""
         cell = self._cell()
         if cell is None:
             state = Singleton.get_state()
             context, config, task = self.hydra_context, self.config, self.task_function
-            return _run_one, (
-                (initial_job_idx + i, overrides, context, config, task, state)
-                for i, overrides in enumerate(job_overrides)
+            methods = [_method(overrides) for overrides in job_overrides]
+            return (
+                _run_one,
+                (
+                    (initial_job_idx + i, overrides, context, config, task, state)
+                    for i, overrides in enumerate(job_overrides)
+                ),
+                [(m, 1.0) for m in methods],  # no config before the job composes its own
             )
         from calbench.cli.composition import SweepComposer
 
@@ -198,7 +209,17 @@ class CalbenchLauncher(Launcher):
             lambda overrides: loader.load_sweep_config(master, overrides), job_overrides
         )
         composer.check(job_overrides)
-        return _run_cell, (
-            (initial_job_idx + i, overrides, *composer.resolved(overrides), cell)
-            for i, overrides in enumerate(job_overrides)
+        trees = (composer.unresolved(overrides) for overrides in job_overrides)
+        costs = [((t.get("method") or {}).get("name", ""), cell_cost(t)) for t in trees]
+        return (
+            _run_cell,
+            (
+                (initial_job_idx + i, overrides, *composer.resolved(overrides), cell)
+                for i, overrides in enumerate(job_overrides)
+            ),
+            costs,
         )
+
+
+def _method(overrides) -> str:
+    return next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "")

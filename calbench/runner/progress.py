@@ -1,0 +1,129 @@
+"""Progress a user can trust: a long cell's own line, and a sweep's estimate of what is left.
+
+A cell that searches a grid by inner CV reports itself once it has run `REPORT_AFTER`
+seconds, then every `REPORT_EVERY` seconds: grid points and inner folds done, seconds a
+fit, and the time its grid has left (`GridProgress`). A sweep weighs each cell by what its
+config says it will cost (`cell_cost`: grid points x inner folds, times the classes) and
+learns each method's seconds per unit of that cost from the cells it has finished
+(`SweepEstimate`), so a sweep of TS and MS-ODIR cells does not promise the MS-ODIR grid
+the time TS took.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+
+#: Seconds a cell runs before it reports its progress, and between its lines.
+REPORT_AFTER = 10.0
+REPORT_EVERY = 30.0
+
+_CELL = contextvars.ContextVar("calbench_cell", default=None)
+
+
+def clock(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` from an hour)."""
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class _RunningCell:
+    def __init__(self, label: str, timer):
+        self.label, self.timer = label, timer
+        self.started, self.last = timer(), None
+
+    def due(self) -> bool:
+        """Whether a line is due: `REPORT_AFTER` into the cell, then every `REPORT_EVERY`."""
+        now = self.timer()
+        if now - self.started < REPORT_AFTER:
+            return False
+        if self.last is not None and now - self.last < REPORT_EVERY:
+            return False
+        self.last = now
+        return True
+
+
+@contextlib.contextmanager
+def running(label: str, timer=time.perf_counter):
+    """The cell now running in this process, named in its progress lines, which are timed
+    from its start (its grid searches, one per outer fold, report into it)."""
+    token = _CELL.set(_RunningCell(label, timer))
+    try:
+        yield
+    finally:
+        _CELL.reset(token)
+
+
+class GridProgress:
+    """An inner-CV grid search's fits: ``fitted(point, fold)`` after each; prints a line
+    when the running cell has taken long enough (see the module docstring)."""
+
+    def __init__(self, points: int, folds: int, timer=time.perf_counter):
+        self.points, self.folds, self.timer = points, folds, timer
+        self.total, self.done = points * folds, 0
+        self.started = timer()
+
+    def fitted(self, point: int, fold: int) -> str | None:
+        """Count one fit; returns the line printed, if one was."""
+        self.done += 1
+        cell = _CELL.get()
+        if cell is None or not cell.due():
+            return None
+        per_fit = (self.timer() - self.started) / self.done
+        line = (
+            f"[cell] {cell.label} | grid point {point + 1}/{self.points}, inner fold "
+            f"{fold + 1}/{self.folds} | {per_fit:.1f} s a fit | about "
+            f"{clock(per_fit * (self.total - self.done))} to go in this grid"
+        )
+        print(line, flush=True)
+        return line
+
+
+def cell_cost(config: dict) -> float:
+    """What a cell's config (resolved or not) says of its cost, in fits times classes: the
+    grid points times the inner folds (plus the final fit) where it searches a grid, times
+    the classes its data set's registry names (1 where it names none, or names them by an
+    interpolation)."""
+    from sklearn.model_selection import ParameterGrid
+
+    method, protocol = config.get("method") or {}, config.get("protocol") or {}
+    points = len(ParameterGrid(method.get("grid") or {})) or 1
+    folds = protocol.get("inner_folds")
+    fits = 1 + (points * (folds if isinstance(folds, int) else 1) if points > 1 else 0)
+    classes = ((config.get("dataset") or {}).get("registry") or {}).get("classes")
+    return float(fits * (classes if isinstance(classes, int) else 1))
+
+
+class SweepEstimate:
+    """The time a sweep has left: each remaining cell's `cell_cost` at its method's seconds
+    per unit of cost so far (the finished cells' mean where the method has not finished
+    one), shared over the jobs running at once."""
+
+    def __init__(self, costs: list[tuple[str, float]], jobs: int):
+        self.costs, self.jobs = costs, jobs
+        self.left = {i: cost for i, (_, cost) in enumerate(costs)}
+        self.seconds: dict[str, float] = {}
+        self.units: dict[str, float] = {}
+
+    def finished(self, index: int, seconds: float, ran: bool) -> None:
+        method, cost = self.costs[index]
+        self.left.pop(index, None)
+        if ran:  # a cell found stored says nothing of what running one costs
+            self.seconds[method] = self.seconds.get(method, 0.0) + seconds
+            self.units[method] = self.units.get(method, 0.0) + cost
+
+    def to_go(self) -> float | None:
+        """Seconds left, or None before any cell has run."""
+        if not self.units:
+            return None
+        overall = sum(self.seconds.values()) / max(sum(self.units.values()), 1e-12)
+        rates = {m: self.seconds[m] / max(u, 1e-12) for m, u in self.units.items()}
+        work = sum(cost * rates.get(self.costs[i][0], overall) for i, cost in self.left.items())
+        return work / self.jobs
+
+    def untimed(self) -> list[str]:
+        """Methods of the remaining cells none of whose cells has run yet: their share of
+        the estimate is a guess from the others' (the progress line names them)."""
+        return sorted({self.costs[i][0] for i in self.left} - set(self.units) - {""})

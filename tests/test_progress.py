@@ -1,0 +1,76 @@
+"""Progress a user can trust: a long cell reports its grid search as it goes, and a
+sweep's estimate of the time left weighs cells by their cost, not as equals."""
+
+import numpy as np
+
+from calbench.runner import progress
+from calbench.runner.progress import GridProgress, SweepEstimate, cell_cost, running
+
+
+class FakeTimer:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_long_cell_reports_points_folds_and_seconds_a_fit(capsys):
+    timer = FakeTimer()
+    with running("exp | data | ms_odir", timer=timer):
+        grid = GridProgress(points=36, folds=5, timer=timer)
+        lines = []
+        for point in range(36):
+            for fold in range(5):
+                timer.now += 2.0  # two seconds a fit
+                lines.append(grid.fitted(point, fold))
+    printed = [line for line in lines if line]
+    # The first line once the cell has run REPORT_AFTER seconds, then one every REPORT_EVERY.
+    assert printed[0] == (
+        "[cell] exp | data | ms_odir | grid point 1/36, inner fold 5/5 | 2.0 s a fit | "
+        "about 5:50 to go in this grid"
+    )
+    assert len(printed) == 1 + int((360 - 10) // progress.REPORT_EVERY)
+    assert capsys.readouterr().out.splitlines() == printed
+
+
+def test_a_quick_cell_and_a_fit_outside_a_cell_print_nothing(capsys):
+    timer = FakeTimer()
+    outside = GridProgress(points=3, folds=2, timer=timer)
+    timer.now = 100.0
+    assert outside.fitted(0, 0) is None  # no running cell: a library call, not a sweep
+    with running("quick", timer=timer):
+        grid = GridProgress(points=3, folds=2, timer=timer)
+        assert all(grid.fitted(p, f) is None for p in range(3) for f in range(2))
+    assert capsys.readouterr().out == ""
+
+
+def test_cell_cost_counts_grid_points_inner_folds_and_classes():
+    ts = {"method": {"name": "ts", "grid": {}}, "protocol": {"inner_folds": 5}}
+    odir = {
+        "method": {"name": "ms_odir", "grid": {"reg_lambda": [1, 2, 3, 4, 5, 6], "reg_mu": [1, 2]}},
+        "protocol": {"inner_folds": 5},
+        "dataset": {"registry": {"classes": 100}},
+    }
+    assert cell_cost(ts) == 1.0
+    assert cell_cost(odir) == (1 + 12 * 5) * 100
+    unresolved = dict(odir, dataset={"registry": {"classes": "${n}"}})
+    assert cell_cost(unresolved) == 1 + 12 * 5
+
+
+def test_the_time_left_weighs_each_remaining_cell_by_its_method_and_cost():
+    """TS done in 24 s; an MS-ODIR cell of 180 fits is not promised 24 s."""
+    costs = [("ts", 1.0), ("ms_odir", 181.0), ("ts", 1.0), ("ms_odir", 181.0)]
+    estimate = SweepEstimate(costs, jobs=1)
+    assert estimate.to_go() is None
+    estimate.finished(0, seconds=24.0, ran=True)
+    assert estimate.untimed() == ["ms_odir"]
+    assert np.isclose(estimate.to_go(), 24.0 * (181 + 1 + 181))
+    estimate.finished(1, seconds=181 * 2.0, ran=True)  # MS-ODIR's fits take 2 s each
+    assert estimate.untimed() == []
+    assert np.isclose(estimate.to_go(), 24.0 + 181 * 2.0)
+    estimate.finished(2, seconds=0.01, ran=False)  # found stored: not a timing
+    assert np.isclose(estimate.to_go(), 181 * 2.0)
+    halved = SweepEstimate(costs, jobs=2)
+    halved.finished(0, seconds=24.0, ran=True)
+    assert np.isclose(halved.to_go(), 24.0 * 363 / 2)
