@@ -48,6 +48,8 @@ def small_synthetic():
     return load_dataset("synthetic_dirichlet", seed=3, n_cal=1500, n_test=4000)
 
 
+@pytest.mark.slow  # 80 methods on the published DenseNet-40 file, about 2 min in all;
+# test_certainty_claim_holds_on_synthetic_data keeps the claim in the quick suite
 @pytest.mark.parametrize("name", UNTUNED)
 def test_certainty_claim_holds_on_the_published_file(name, densenet):
     if name == "true_map":

@@ -74,6 +74,7 @@ def test_multirun_sweep_and_resume(tmp_path):
     assert rows.groupby(["method", "metric"]).size().eq(1).all()
 
 
+@pytest.mark.slow  # 25-33 s; tables, figures and rescore keep quick tests of their own
 def test_preset_sweep_then_tables_report_figures_rescore(tmp_path):
     """A paper preset end to end: a sweep over part of its methods (iop and dec, the slow
     fits, are left to the slow full-size reproduction), its table naming what is missing,

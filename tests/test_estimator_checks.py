@@ -59,7 +59,7 @@ NOT_APPLICABLE_TO = {
 
 #: Calibrators whose checks take tens of seconds (training networks, random searches):
 #: make test-slow runs them.
-SLOW = {"iop_full", "iop_diag", "dec", "hoki", "spline_lucena", "forest"}  # 5 s and more each
+SLOW = {"iop_full", "iop_diag", "dec", "hoki", "spline_lucena", "forest", "catboost"}  # 5 s+ each
 
 
 def _identity(probs):
