@@ -6,7 +6,8 @@ joblib sees, ``n_jobs=1`` runs the cells one after another in the calling proces
 basic launcher). Loky gives each worker ``cores // n_jobs`` BLAS and OpenMP threads, so the
 jobs and their matrix products do not oversubscribe the machine. As each cell ends the
 launcher prints one line: cells finished of all, how many were found already stored, the
-time spent and an estimate of the rest. A cell's numbers do not depend on ``n_jobs``
+time spent and an estimate of the rest, each remaining cell weighed by its cost
+(`calbench.runner.progress`). A cell's numbers do not depend on ``n_jobs``
 (tests/test_parallel_sweeps.py); pick it with ``hydra.launcher.n_jobs=N``.
 
 Composing a job from scratch costs Hydra about 0.17 s. With ``compose=cached`` (the
