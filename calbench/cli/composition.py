@@ -193,8 +193,9 @@ class SweepComposer:
         path = tuple(parsed.key_or_group.replace("/", ".").split("."))
         kind = _kind(parsed, self.base[1])
         value = parsed.value()
-        if kind != "group" and not isinstance(value, dict | list):
+        if kind == "set" and not isinstance(value, dict | list):
             # A plain value lands where its key says (`_applies` checks the key per job).
+            # ``+key`` is composed below: it may append a config group, not a value.
             return _Part(path, value, False, {}, kind)
         try:
             tree, choices = _split(self._compose([*self.common, parsed.input_line]))
