@@ -32,7 +32,10 @@ def test_cuda_without_a_gpu_falls_back_to_the_cpu_with_one_warning():
     "overrides",
     [
         ["method=ts", "criterion=direct", "loss=zero_one_reject"],  # a torch criterion
-        ["method=dec", "+method.params.n_steps=20", "method.params.n_iterations=2"],
+        pytest.param(  # 5 s; the torch criterion and IOP stay quick
+            ["method=dec", "+method.params.n_steps=20", "method.params.n_iterations=2"],
+            marks=pytest.mark.slow,
+        ),
         ["method=iop_diag"],
     ],
 )

@@ -42,6 +42,7 @@ def test_offline_logits_are_reproducible_bit_for_bit(tmp_path):
         load_dataset("offline_neural", cache_dir=tmp_path, **options)
 
 
+@pytest.mark.slow  # 5 s
 def test_offline_mlp_is_overconfident_like_a_cnn():
     ds = load_dataset("offline_neural", source="satimage", n_cal=1500, n_test=1900, cache_dir=None)
     uncal = metrics.confidence_ece(ds.probs_test, ds.y_test)
