@@ -17,6 +17,11 @@ first; each job is then assembled from those parts in about a millisecond and ha
 calbench's cell as a plain resolved config, without Hydra's per-job output folder.
 ``compose=hydra`` composes and runs every job as Hydra's own launchers do (a folder with
 the job's ``.hydra`` configs and log under ``hydra.sweep.dir``).
+
+``backend=ray`` sends each job as a Ray task of one CPU to the cluster at ``ray_address``
+("auto": the one ``ray start`` runs here; null: Ray started on this machine's cores), and
+as many run at once as the cluster has CPUs; Ray runs a task again when its worker process
+dies (``ray_retries``), so a killed worker's cell is rerun, not lost (tests/test_ray.py).
 """
 
 import logging
@@ -25,6 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
@@ -48,6 +54,13 @@ class CalbenchLauncherConf:
     #: cached: each distinct part of the jobs' configs composed once; hydra: every job
     #: composed and run by Hydra (see the module docstring).
     compose: str = "cached"
+    #: local: this machine's cores; ray: tasks on a Ray cluster (`pip install ray`).
+    backend: str = "local"
+    #: backend=ray: the cluster's address ("auto": the one `ray start` started on this
+    #: machine; null: a Ray instance started for the sweep on this machine's cores).
+    ray_address: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional, not X | None
+    #: backend=ray: how often a cell whose worker process died is run again.
+    ray_retries: int = 3
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="calbench", node=CalbenchLauncherConf)
@@ -130,13 +143,23 @@ class Progress:
         print(line, flush=True)
 
 
-#: ``hydra.launcher.compose``'s values.
+#: ``hydra.launcher.compose``'s and ``hydra.launcher.backend``'s values.
 COMPOSE = ("cached", "hydra")
+BACKENDS = ("local", "ray")
 
 
 class CalbenchLauncher(Launcher):
-    def __init__(self, n_jobs: int = -1, progress: bool = True, compose: str = "cached") -> None:
+    def __init__(
+        self,
+        n_jobs: int = -1,
+        progress: bool = True,
+        compose: str = "cached",
+        backend: str = "local",
+        ray_address: str | None = None,
+        ray_retries: int = 3,
+    ) -> None:
         self.n_jobs, self.progress, self.compose = n_jobs, progress, compose
+        self.backend, self.ray_address, self.ray_retries = backend, ray_address, ray_retries
         self.config = self.task_function = self.hydra_context = None
 
     @property
@@ -162,12 +185,19 @@ class CalbenchLauncher(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         try:
-            jobs = workers(int(self.n_jobs), len(job_overrides))
-            if self.compose not in COMPOSE:
-                raise ValueError(
-                    f"hydra.launcher.compose must be one of {', '.join(COMPOSE)}; "
-                    f"got {self.compose!r}."
-                )
+            for key, value, allowed in (
+                ("compose", self.compose, COMPOSE),
+                ("backend", self.backend, BACKENDS),
+            ):
+                if value not in allowed:
+                    raise ValueError(
+                        f"hydra.launcher.{key} must be one of {', '.join(allowed)}; got {value!r}."
+                    )
+            jobs = (
+                _ray_cpus(self.ray_address)
+                if self.backend == "ray"
+                else workers(int(self.n_jobs), len(job_overrides))
+            )
         except ValueError as exc:  # one line, as calbench's other errors (no traceback)
             print(f"calbench: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -175,7 +205,9 @@ class CalbenchLauncher(Launcher):
         run, args, costs = self._jobs(job_overrides, initial_job_idx)
         progress = Progress(SweepEstimate(costs, jobs), self.progress)
         results: dict[int, JobReturn] = {}
-        if jobs == 1:
+        if self.backend == "ray":
+            finished = _on_ray(run, args, self.ray_retries)
+        elif jobs == 1:
             finished = (run(*a) for a in args)
         else:
             from joblib import Parallel, delayed
@@ -220,6 +252,33 @@ class CalbenchLauncher(Launcher):
             ),
             costs,
         )
+
+
+def _ray_cpus(address: str | None) -> int:
+    """Join (or start) the Ray cluster; its CPUs, the cells that run at once."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(
+            "hydra.launcher.backend=ray needs Ray on this machine and the cluster's: "
+            "pip install 'ray>=2.9'."
+        ) from None
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=True)
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _on_ray(run, args, retries: int):
+    """Each job as a Ray task (one CPU), yielded as it finishes. A task whose worker
+    process dies is run again by Ray, up to ``retries`` times; a cell that raised is not
+    (its error is the job's, as on one machine)."""
+    import ray
+
+    task = ray.remote(num_cpus=1, max_retries=retries, retry_exceptions=False)(run)
+    pending = [task.remote(*a) for a in args]
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield from ray.get(done)
 
 
 def _method(overrides) -> str:
