@@ -246,3 +246,23 @@ def test_estimated_prior_shift_configs_extend_their_base(estimate):
         k: v for k, v in base.items() if k != "name"
     }
     assert "estimate" not in base
+
+
+def test_a_cells_rows_are_written_as_pandas_writes_them():
+    """`csv_text` (the store's fast writer) gives pandas' `to_csv` text byte for byte:
+    JSON params with commas and quotes, tiny and huge floats, a missing value, ints."""
+    import pandas as pd
+
+    from calbench.runner.store import csv_text
+
+    frame = pd.DataFrame(
+        {
+            "metric": ["log_loss", "ece, 15 bins", 'say "x"'],
+            "value": [0.1, 1e-05, float("nan")],
+            "fit_seconds": [1.2345678901234567, 3e20, 0.0],
+            "params": ['{"a": 1, "b": [1, 2]}', "{}", '{"c": "x,y"}'],
+            "fold": [0, 1, 2],
+        }
+    )
+    columns = ["fold", "metric", "value", "fit_seconds", "params"]
+    assert csv_text(frame, columns) == frame[columns].to_csv(index=False)
