@@ -8,9 +8,8 @@ import itertools
 import random
 
 import pytest
-from omegaconf import OmegaConf
 
-from calbench.cli.composition import SweepComposer, hydra_compose, resolve
+from calbench.cli.composition import SweepComposer, as_cell_config, hydra_compose, resolve
 from calbench.conf_files import read_group, swept_values
 from hydra_plugins.calbench_sweeper.calbench_sweeper import representative_jobs
 
@@ -18,10 +17,7 @@ from hydra_plugins.calbench_sweeper.calbench_sweeper import representative_jobs
 def hydras(overrides) -> tuple[dict, dict]:
     """Hydra's composition of a job, as the cell gets it: resolved, without ``hydra``, and
     the config-group choices."""
-    config = hydra_compose(overrides)
-    choices = OmegaConf.to_container(config.hydra.runtime.choices)
-    config = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
-    return OmegaConf.to_container(config, resolve=True), choices
+    return as_cell_config(hydra_compose(overrides))
 
 
 @functools.cache

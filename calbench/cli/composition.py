@@ -53,6 +53,14 @@ def _split(config: DictConfig) -> tuple[dict, dict]:
     return tree, dict((hydra.get("runtime") or {}).get("choices") or {})
 
 
+def as_cell_config(config: DictConfig) -> tuple[dict, dict]:
+    """Hydra's composed config as a cell gets it: (resolved, without ``hydra``; its
+    config-group choices)."""
+    choices = OmegaConf.to_container(config.hydra.runtime.choices)
+    config = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+    return OmegaConf.to_container(config, resolve=True), choices
+
+
 def _differences(a, b, path=()):
     """The paths at which two plain trees differ (a dict key on one side only counts)."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -219,11 +227,8 @@ class SweepComposer:
             tree, choices = self._assembled(overrides)
             return resolve(tree), choices
         except _NotSeparable:
-            config = self._compose(list(overrides))
             self.composed_whole += 1
-            tree, choices = _split(config)
-            config = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
-            self._whole[key] = (OmegaConf.to_container(config, resolve=True), choices)
+            self._whole[key] = as_cell_config(self._compose(list(overrides)))
             return self._whole[key]
 
     def unresolved(self, overrides: Sequence[str]) -> dict:
