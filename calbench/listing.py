@@ -1,5 +1,5 @@
-"""``calbench list methods|metrics|presets|datasets|tables [--json]``: what calbench knows,
-one line each. Descriptions come from where each thing is defined (the config file's
+"""``calbench list methods|calibrators|metrics|presets|datasets|tables [--json]``: what
+calbench knows, one line each. Descriptions come from where each thing is defined (the config file's
 leading comment, the metric function's docstring, the table's title), so they cannot drift.
 """
 
@@ -15,7 +15,7 @@ from calbench.errors import unknown_name
 from calbench.metrics import METRICS
 
 #: What ``calbench list`` lists.
-KINDS = ("methods", "metrics", "presets", "datasets", "tables")
+KINDS = ("methods", "calibrators", "metrics", "presets", "datasets", "tables")
 
 
 #: A full stop that ends no sentence: "et al.", "Fig.", "e.g." and the like.
@@ -62,6 +62,25 @@ def _methods() -> list[dict]:
     return out
 
 
+def _calibrators() -> list[dict]:
+    """The registered names ``make_calibrator`` takes, with what each fixes and how its
+    defaults set the penalties (what a method config does not search is set so)."""
+    out = []
+    for name, (cls, fixed) in CALIBRATORS.items():
+        doc = inspect.getdoc(cls) or ""
+        out.append(
+            {
+                "name": name,
+                "class": cls.__name__,
+                "input": cls.input_kind,
+                "fixes": ", ".join(f"{k}={v}" for k, v in fixed.items()) or "-",
+                "default strengths": cls(**fixed).default_strengths(),
+                "description": _first_sentence(doc),
+            }
+        )
+    return out
+
+
 def _metrics() -> list[dict]:
     return [
         {
@@ -99,6 +118,7 @@ def catalogue(kind: str) -> list[dict]:
     """The records ``calbench list KIND`` prints, one per name."""
     listers = {
         "methods": _methods,
+        "calibrators": _calibrators,
         "metrics": _metrics,
         "presets": lambda: _configs("experiment"),
         "datasets": lambda: _configs("dataset"),

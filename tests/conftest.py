@@ -50,6 +50,24 @@ def published_logits(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def more_networks(tmp_path_factory):
+    """``calbench data fetch all --from shared/data/more_networks`` (files in subfolders)."""
+    return _installed_from_shared(tmp_path_factory, "more_networks", "the more_networks files")
+
+
+def load_network(name, data_dir):
+    """The registered data set ``name`` with its files in ``data_dir``, as a run loads it."""
+    from calbench.conf_files import read_group
+    from calbench.runner.plan import load_configured_dataset
+
+    config = dict(read_group("dataset")[name])
+    for key in ("path", "path_cal", "path_test"):
+        if key in config:
+            config[key] = config[key].replace("${data_dir}", str(data_dir))
+    return load_configured_dataset(config)
+
+
+@pytest.fixture(scope="session")
 def kull_uci_files(tmp_path_factory):
     """Kull et al.'s UCI files from ``shared/data/kull_uci``."""
     return _installed_from_shared(tmp_path_factory, "kull_uci", "Kull et al.'s UCI files")

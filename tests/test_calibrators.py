@@ -161,7 +161,9 @@ def test_the_diagonal_start_is_the_minimum_over_diagonal_maps(rng):
     z, y = overconfident_logits(rng, 500, k)
     cal = make_calibrator("ms_odir", reg_lambda=lam, reg_mu=mu)
     cal._resolve_strengths(*z.shape)
-    d, b = _diagonal_minimum(z, y, 2.0, cal._penalty_weights(k), tol=1e-9, max_iter=500)
+    cal.reg_diagonal_ = 0.0
+    weights, center = cal._penalty_weights(k), np.zeros((k, k + 1))
+    d, b = _diagonal_minimum(z, y, 2.0, weights, center, tol=1e-9, max_iter=500)
 
     def restricted(theta):
         return _odir_objective(
@@ -193,14 +195,20 @@ def test_auto_starts_at_the_diagonal_only_where_the_penalty_pins_the_rest(rng):
     [
         ("dir_odir", lambda n, k: (k * (k - 1)) ** 2 / (2 * n), lambda n, k: k**2 / (2 * n)),
         ("ms_odir", lambda n, k: (k * (k - 1)) ** 2 / (2 * n), lambda n, k: k**2 / (2 * n)),
-        ("dir_l2", lambda n, k: k / (2 * n), lambda n, k: 0.0),
+        ("dir_l2", lambda n, k: 5 * k / n, lambda n, k: 0.0),
     ],
 )
 def test_default_strengths_are_the_documented_rule(rng, name, lam, mu):
     z, y = overconfident_logits(rng, 600, 4)
     ours = make_calibrator(name).fit(z, y)
     assert ours.reg_lambda_ == pytest.approx(lam(600, 4)) and ours.reg_mu_ == mu(600, 4)
-    given = make_calibrator(name, reg_lambda=lam(600, 4), reg_mu=mu(600, 4)).fit(z, y)
+    strengths = {"reg_lambda": lam(600, 4), "reg_mu": mu(600, 4)}
+    if name.endswith("odir"):
+        # The diagonal's pull, chosen on the held-out share (its own test below).
+        strengths["reg_diagonal"] = ours.reg_diagonal_
+    else:
+        strengths["shrink_to"] = "temperature"
+    given = make_calibrator(name, **strengths).fit(z, y)
     np.testing.assert_allclose(ours.predict_proba(z), given.predict_proba(z), atol=1e-12)
 
 
@@ -229,6 +237,104 @@ def test_default_matrix_scaling_is_sensible_where_unpenalised_is_not(rng):
         uncalibrated + 1.0
     )
     assert test_loss(make_calibrator("ms_odir")) < min(uncalibrated, ts + 0.15)
+
+
+def _shared_or_own_scales(rng, n, k, scales):
+    """Labels drawn from ``softmax(u)``; the net reports ``u * scales`` (one per class), so
+    temperature scaling is right where the scales are equal and per-class scales are not."""
+    u = rng.normal(size=(n, k))
+    u[np.arange(n), rng.integers(0, k, n)] += np.log(k) + 1.0
+    y = np.array([rng.choice(k, p=p) for p in softmax(u)])
+    return u * scales, y
+
+
+@pytest.mark.parametrize("name", ["ms_odir", "dir_odir"])
+def test_the_default_diagonal_is_held_where_classes_share_one_scale(rng, name):
+    # 60 classes, 1500 rows: 25 a class, as at ImageNet shape. One shared over-confidence
+    # (2.5): the free diagonal fits each class's noise; the chosen pull holds it at 1 / T.
+    z, y = _shared_or_own_scales(rng, 3000, 60, 2.5)
+    fit, test = slice(0, 1500), slice(1500, None)
+    ours = make_calibrator(name).fit(z[fit], y[fit])
+    free = make_calibrator(name, reg_diagonal=0.0).fit(z[fit], y[fit])
+    ts = make_calibrator("ts").fit(z[fit], y[fit])
+    assert min(ours.diagonal_scores_, key=ours.diagonal_scores_.get) >= 10
+    held_out = {m: _nll(m.predict_proba(z[test]), y[test]) for m in (ours, free, ts)}
+    assert held_out[ours] < held_out[free] - 0.005
+    assert held_out[ours] < _nll(softmax(z[test]), y[test])
+    assert np.diag(ours.coef_).std() < np.diag(free.coef_).std() / 3
+
+
+def test_the_default_diagonal_is_free_where_classes_differ(rng):
+    # Four classes, 500 rows each, over-confident by 0.5, 1, 2 and 4: only per-class scales
+    # can calibrate them, and the choice leaves them free (Kull's ODIR).
+    z, y = _shared_or_own_scales(rng, 4000, 4, np.array([0.5, 1.0, 2.0, 4.0]))
+    ours = make_calibrator("ms_odir").fit(z[:2000], y[:2000])
+    assert ours.reg_diagonal_ <= 4**2 / (2 * 2000)
+    scores = ours.diagonal_scores_
+    assert scores[100.0] > scores[0.0] + 0.01
+    diagonal = np.diag(ours.coef_)
+    assert diagonal[0] / diagonal[3] > 4  # the truth: 8
+
+
+def test_diagonal_scores_are_the_held_out_loss_of_the_diagonal_map(rng):
+    """Each score: the diagonal map ``softmax(z * d + b)`` minimising the written-out
+    objective on the seeded 80% (BFGS from finite differences), scored on the other 20%."""
+    from calbench.calibrators.parametric import DIAGONAL_HOLDOUT, DIAGONAL_STRENGTHS
+
+    k, n = 5, 400
+    z, y = _shared_or_own_scales(rng, n, k, np.array([1.0, 1.5, 2.0, 2.5, 3.0]))
+    ours = make_calibrator("ms_odir").fit(z, y)
+    order = np.random.default_rng(0).permutation(n)
+    cut = n - round(DIAGONAL_HOLDOUT * n)
+    fit, held = order[:cut], order[cut:]
+    unit, center = k**2 / (2 * cut), 1 / ours.temperature_
+
+    def objective(theta, multiple):
+        d, b = theta[:k], theta[k:]
+        loss = _nll(softmax(z[fit] * d + b), y[fit])
+        return loss + multiple * unit / k * ((d - center) ** 2).sum() + unit / k * (b**2).sum()
+
+    assert list(ours.diagonal_scores_) == list(DIAGONAL_STRENGTHS)
+    for multiple, score in ours.diagonal_scores_.items():
+        start = np.r_[np.full(k, center), np.zeros(k)]
+        theta = minimize(objective, start, args=(multiple,), method="BFGS").x
+        expected = _nll(softmax(z[held] * theta[:k] + theta[k:]), y[held])
+        assert score == pytest.approx(expected, abs=1e-5)
+    best = min(ours.diagonal_scores_.values())
+    chosen = next(m for m in DIAGONAL_STRENGTHS if ours.diagonal_scores_[m] == best)
+    assert ours.reg_diagonal_ == pytest.approx(chosen * k**2 / (2 * n))
+
+
+def test_default_l2_pulls_towards_temperature_scaling_where_kulls_pulls_to_zero(rng):
+    """The written-out objective: mean log-loss + lambda * sum (W - I / T)^2, lambda = 5k/n,
+    T temperature scaling's fit; given a strength, Kull's L2 (towards 0)."""
+    k, n = 4, 600
+    z, y = overconfident_logits(rng, n, k)
+    ours = make_calibrator("dir_l2").fit(z, y)
+    inverse_t = 1 / make_calibrator("ts").fit(z, y).temperature_
+    x = log_softmax(z)
+
+    def objective(theta, center):
+        w, b = theta[: k * k].reshape(k, k), theta[k * k :]
+        return _nll(softmax(x @ w.T + b), y) + 5 * k / n * ((w - center) ** 2).sum()
+
+    start = np.r_[np.eye(k).ravel(), np.zeros(k)]
+    for model, center in [
+        (ours, inverse_t * np.eye(k)),
+        (make_calibrator("dir_l2", reg_lambda=5 * k / n).fit(z, y), np.zeros((k, k))),
+    ]:
+        ref = minimize(objective, start, args=(center,), method="BFGS", options={"gtol": 1e-8})
+        theta = np.r_[model.coef_.ravel(), model.intercept_]
+        assert objective(theta, center) <= ref.fun + 1e-9
+        np.testing.assert_allclose(theta[: k * k], ref.x[: k * k], atol=1e-4)
+
+
+def test_given_strengths_leave_the_diagonal_free_as_kull(rng):
+    z, y = overconfident_logits(rng, 600, 4)
+    given = make_calibrator("dir_odir", reg_lambda=1.0, reg_mu=1.0).fit(z, y)
+    assert given.reg_diagonal_ == 0.0 and given.diagonal_scores_ is None
+    with pytest.raises(CalbenchError, match="regularization='l2' has no free diagonal"):
+        make_calibrator("dir_l2", reg_diagonal=1.0).fit(z, y)
 
 
 def test_float32_products_of_large_matrix_fits_move_no_printed_digit(rng, monkeypatch):

@@ -33,6 +33,12 @@ def test_methods_say_family_input_and_what_they_search(capsys):
     assert records["dir_odir"]["input"] == "probabilities"
     assert records["ts_knn_kl"]["family"] == "composition"
     assert records["spline_gupta"]["searched"] == "-"
+    main(["list", "calibrators", "--json"])
+    records = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert records["dir_l2"]["fixes"] == "regularization=l2"
+    assert "I/T (not 0) at lambda 5k/n" in records["dir_l2"]["default strengths"]
+    assert "(100, 10, 1, 0.1, 0) x k^2/2n" in records["ms_odir"]["default strengths"]
+    assert records["ts"]["default strengths"] == "-"
     main(["list", "metrics"])
     text = capsys.readouterr().out
     assert text.splitlines()[0].split() == ["name", "needs", "better", "description"]

@@ -9,8 +9,7 @@ from calbench.data import load_dataset
 from calbench.data.registry import registered_sets
 from calbench.data.split import split_rows
 from calbench.errors import CalbenchError
-from calbench.runner.plan import load_configured_dataset
-from tests.conftest import _installed_from_shared
+from tests.conftest import load_network as _load
 
 NETWORKS = {
     # name: (classes, calibration rows, test rows)
@@ -22,20 +21,6 @@ NETWORKS = {
     "c10_resnet50_xent": (10, 5000, 10000),
     "c10_resnet50_focal": (10, 5000, 10000),
 }
-
-
-@pytest.fixture(scope="module")
-def more_networks(tmp_path_factory):
-    """``calbench data fetch all --from shared/data/more_networks`` (files in subfolders)."""
-    return _installed_from_shared(tmp_path_factory, "more_networks", "the more_networks files")
-
-
-def _load(name, data_dir):
-    config = {k: v for k, v in read_group("dataset")[name].items()}
-    for key in ("path", "path_cal", "path_test"):
-        if key in config:
-            config[key] = config[key].replace("${data_dir}", str(data_dir))
-    return load_configured_dataset(config)
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))

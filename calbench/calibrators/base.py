@@ -36,6 +36,11 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     #: pseudo-count keeps every class above a floor. See `certainty`.
     _certainty = "never"
 
+    def default_strengths(self) -> str:
+        """How this calibrator, made with no arguments, sets its penalties' strengths, in
+        one line (``calbench list calibrators``); "-" where it has none."""
+        return "-"
+
     def certainty(self) -> str:
         """One of "never", "possible" or "bounded" (see ``_certainty``); a test checks
         each calibrator's claim on the published DenseNet-40 file and on synthetic data."""

@@ -486,7 +486,7 @@ class SummedODIR(DirichletCalibrator):
 
     def _penalty_weights(self, k):
         weights = super()._penalty_weights(k)
-        weights[:, :k] *= k * (k - 1)
+        weights[:, :k] *= np.where(np.eye(k, dtype=bool), k, k * (k - 1))
         weights[:, k] *= k
         return weights
 

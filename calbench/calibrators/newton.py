@@ -23,10 +23,10 @@ from calbench.simplex import exp_in_place, fitting_log_softmax, log_softmax
 NEWTON_MAX_CLASSES = 36
 
 
-def _objective(a, xt, y, penalty, offset=0.0):
+def _objective(a, xt, y, penalty, offset=0.0, center=0.0):
     logits = xt @ a.T + offset
     logp = log_softmax(logits)
-    value = -logp[np.arange(len(y)), y].mean() + (penalty * a**2).sum()
+    value = -logp[np.arange(len(y)), y].mean() + (penalty * (a - center) ** 2).sum()
     return value, np.exp(logp)
 
 
@@ -45,8 +45,11 @@ def _armijo(evaluate, value, slope):
     return new_value, state, value - new_value < 1e-15 * max(1.0, abs(value))
 
 
-def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None, offset=0.0):
-    """Minimise ``mean log-loss(softmax(offset + x W^T + b)) + sum(penalty * [W | b]^2)``.
+def newton_multinomial(
+    x, y, init, penalty, max_iter=100, tol=1e-10, free=None, offset=0.0, center=0.0
+):
+    """Minimise ``mean log-loss(softmax(offset + x W^T + b)) + sum(penalty * ([W | b] -
+    center)^2)``.
 
     Parameters
     ----------
@@ -58,6 +61,8 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None, 
     offset : (n, k) array or 0
         Fixed logits added before the softmax (``x`` itself fits ``W - I``, penalised
         towards the identity as structured matrix scaling is).
+    center : (k, d + 1) array or 0
+        Where the penalty pulls each entry.
 
     Returns ``([W | b], iterations, final objective)``.
     """
@@ -69,11 +74,11 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None, 
     onehot[np.arange(n), y] = 1.0
     a = np.array(init, dtype=np.float64)
     moving = np.ones(size, bool) if free is None else np.asarray(free, bool).ravel()
-    value, p = _objective(a, xt, y, penalty, offset)
+    value, p = _objective(a, xt, y, penalty, offset, center)
     iterations = 0
     while iterations < max_iter:
         iterations += 1
-        grad = (((p - onehot).T @ xt) / n + 2 * penalty * a) * moving.reshape(k, d + 1)
+        grad = (((p - onehot).T @ xt) / n + 2 * penalty * (a - center)) * moving.reshape(k, d + 1)
         if np.abs(grad).max() < tol:
             break
         outer = (p[:, :, None] * xt[:, None, :]).reshape(n, size)
@@ -90,7 +95,7 @@ def newton_multinomial(x, y, init, penalty, max_iter=100, tol=1e-10, free=None, 
 
         def at(scale, a=a, step=step):
             candidate = a - scale * step
-            new_value, new_p = _objective(candidate, xt, y, penalty, offset)
+            new_value, new_p = _objective(candidate, xt, y, penalty, offset, center)
             return new_value, (candidate, new_p)
 
         accepted = _armijo(at, value, float((grad * step).sum()))

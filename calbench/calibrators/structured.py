@@ -73,6 +73,9 @@ class StructuredScaling(ParametricCalibrator):
         "structure": Choice("matrix", "vector"),
     }
 
+    def default_strengths(self) -> str:
+        return "the paper's: every lambda = 1, scaled by k^rho n^-tau with rho = tau = 1"
+
     def __init__(
         self,
         structure="matrix",
