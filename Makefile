@@ -95,6 +95,7 @@ bench:
 	$(PYTHON) benchmarks/bench_dirichlet.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_dirichlet.py --scales imagenet --methods ms_odir \
 	    --reg-lambda auto --reg-mu auto --no-peer --stem dirichlet_imagenet --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_defaults.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
 	$(PYTHON) -m benchmarks.bench_calarena --out $(RESULTS)/bench
@@ -104,6 +105,7 @@ bench:
 	$(PYTHON) -m benchmarks.bench_arena_store --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_presets.py --one-job --data-dir $(DATA) --out $(RESULTS)/bench
 	cat $(RESULTS)/bench/dirichlet.md $(RESULTS)/bench/dirichlet_imagenet.md \
+	    $(RESULTS)/bench/defaults_noisy.md \
 	    $(RESULTS)/bench/neighbourhood.md \
 	    $(RESULTS)/bench/hoki.md $(RESULTS)/bench/venn_abers.md $(RESULTS)/bench/tables.md \
 	    $(RESULTS)/bench/calarena_speed.md $(RESULTS)/bench/sweep.md $(RESULTS)/bench/arena_store.md \

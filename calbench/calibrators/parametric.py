@@ -432,7 +432,8 @@ class MatrixScaling(ParametricCalibrator):
       ``diagonal_scores_``. At ImageNet shape ms_odir then gives 3.415, temperature
       scaling's number; dir_odir 3.423, still above uncalibrated: on log-probabilities
       the penalised off-diagonal weights, times ``ln p``'s large shared offset, still
-      act as per-class terms.
+      act as per-class terms (measured there: ``W_off @ mean(ln p)`` spreads 0.14 over
+      the classes, the intercepts 0.0015, the diagonal 0.0002).
 
     The values used are kept as ``reg_lambda_``, ``reg_mu_`` and ``reg_diagonal_``.
     ``calbench run`` searches the papers' grids by inner CV instead
