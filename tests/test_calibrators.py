@@ -142,7 +142,8 @@ def test_every_lbfgs_start_reaches_the_minimum_the_identity_start_reaches(
     fit, test = slice(0, 800), slice(800, None)
     plain = make_calibrator(name, start="identity", **strengths).fit(z[fit], y[fit])
     ours = make_calibrator(name, start=start, **strengths).fit(z[fit], y[fit])
-    assert ours.loss_ <= plain.loss_ + 1e-7
+    # The defaults' row-sum pull stiffens the objective: L-BFGS stops within 2e-7 of it.
+    assert ours.loss_ <= plain.loss_ + 2e-7
     a, b = ours.predict_proba(z[test]), plain.predict_proba(z[test])
     held_out = _nll(np.clip(a, 1e-300, 1), y[test]), _nll(np.clip(b, 1e-300, 1), y[test])
     assert held_out[0] == pytest.approx(held_out[1], rel=1e-3)
@@ -162,8 +163,8 @@ def test_the_diagonal_start_is_the_minimum_over_diagonal_maps(rng):
     cal = make_calibrator("ms_odir", reg_lambda=lam, reg_mu=mu)
     cal._resolve_strengths(*z.shape)
     cal.reg_diagonal_ = 0.0
-    weights, center = cal._penalty_weights(k), np.zeros((k, k + 1))
-    d, b = _diagonal_minimum(z, y, 2.0, weights, center, tol=1e-9, max_iter=500)
+    terms = (cal._penalty_weights(k), np.zeros((k, k + 1)), (0.0, 0.0))
+    d, b = _diagonal_minimum(z, y, 2.0, terms, tol=1e-9, max_iter=500)
 
     def restricted(theta):
         return _odir_objective(
@@ -203,8 +204,9 @@ def test_default_strengths_are_the_documented_rule(rng, name, lam, mu):
     ours = make_calibrator(name).fit(z, y)
     assert ours.reg_lambda_ == pytest.approx(lam(600, 4)) and ours.reg_mu_ == mu(600, 4)
     strengths = {"reg_lambda": lam(600, 4), "reg_mu": mu(600, 4)}
+    # The pulls the defaults add (their own tests below).
+    strengths["reg_row_sum"] = ours.row_pull_[0]
     if name.endswith("odir"):
-        # The diagonal's pull, chosen on the held-out share (its own test below).
         strengths["reg_diagonal"] = ours.reg_diagonal_
     else:
         strengths["shrink_to"] = "temperature"
@@ -288,11 +290,15 @@ def test_diagonal_scores_are_the_held_out_loss_of_the_diagonal_map(rng):
     cut = n - round(DIAGONAL_HOLDOUT * n)
     fit, held = order[:cut], order[cut:]
     unit, center = k**2 / (2 * cut), 1 / ours.temperature_
+    # The row-sum pull: the intercept's weight times the mean square of a row's mean logit.
+    row_weight = unit / k * np.mean(z.mean(axis=1) ** 2)
+    assert ours.row_pull_ == pytest.approx((row_weight * cut / n, center))
 
     def objective(theta, multiple):
         d, b = theta[:k], theta[k:]
         loss = _nll(softmax(z[fit] * d + b), y[fit])
-        return loss + multiple * unit / k * ((d - center) ** 2).sum() + unit / k * (b**2).sum()
+        pull = (multiple * unit / k + row_weight) * ((d - center) ** 2).sum()
+        return loss + pull + unit / k * (b**2).sum()
 
     assert list(ours.diagonal_scores_) == list(DIAGONAL_STRENGTHS)
     for multiple, score in ours.diagonal_scores_.items():
@@ -306,27 +312,44 @@ def test_diagonal_scores_are_the_held_out_loss_of_the_diagonal_map(rng):
 
 
 def test_default_l2_pulls_towards_temperature_scaling_where_kulls_pulls_to_zero(rng):
-    """The written-out objective: mean log-loss + lambda * sum (W - I / T)^2, lambda = 5k/n,
-    T temperature scaling's fit; given a strength, Kull's L2 (towards 0)."""
+    """The written-out objective: mean log-loss + lambda * sum (W - I / T)^2 + lambda *
+    m * sum_i (sum_j w_ij - 1/T)^2, lambda = 5k/n, T temperature scaling's fit, m the mean
+    square of a row's mean ln p; given a strength, Kull's L2 (towards 0, no row pull)."""
     k, n = 4, 600
     z, y = overconfident_logits(rng, n, k)
     ours = make_calibrator("dir_l2").fit(z, y)
     inverse_t = 1 / make_calibrator("ts").fit(z, y).temperature_
     x = log_softmax(z)
+    lam = 5 * k / n
+    row_weight = lam * np.mean(x.mean(axis=1) ** 2)
 
-    def objective(theta, center):
+    def objective(theta, center, rows):
         w, b = theta[: k * k].reshape(k, k), theta[k * k :]
-        return _nll(softmax(x @ w.T + b), y) + 5 * k / n * ((w - center) ** 2).sum()
+        pull = lam * ((w - center) ** 2).sum() + rows * ((w.sum(axis=1) - inverse_t) ** 2).sum()
+        return _nll(softmax(x @ w.T + b), y) + pull
 
     start = np.r_[np.eye(k).ravel(), np.zeros(k)]
-    for model, center in [
-        (ours, inverse_t * np.eye(k)),
-        (make_calibrator("dir_l2", reg_lambda=5 * k / n).fit(z, y), np.zeros((k, k))),
+    for model, center, rows in [
+        (ours, inverse_t * np.eye(k), row_weight),
+        (make_calibrator("dir_l2", reg_lambda=lam).fit(z, y), np.zeros((k, k)), 0.0),
     ]:
-        ref = minimize(objective, start, args=(center,), method="BFGS", options={"gtol": 1e-8})
+        ref = minimize(objective, start, args=(center, rows), method="BFGS", options={"gtol": 1e-8})
         theta = np.r_[model.coef_.ravel(), model.intercept_]
-        assert objective(theta, center) <= ref.fun + 1e-9
+        assert objective(theta, center, rows) <= ref.fun + 1e-9
         np.testing.assert_allclose(theta[: k * k], ref.x[: k * k], atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["dir_odir", "dir_l2"])
+def test_the_defaults_pulls_are_one_objective_for_newton_and_lbfgs(rng, name):
+    # 40 classes: L-BFGS by default; Newton on request. Both carry the diagonal, row-sum
+    # and temperature pulls of the defaults, so they reach the same map.
+    z, y = _many_classes(rng, 800, 40)
+    by_lbfgs = make_calibrator(name, tol=1e-9).fit(z, y)
+    by_newton = make_calibrator(name, solver="newton").fit(z, y)
+    assert by_lbfgs.row_pull_[0] > 0
+    assert by_lbfgs.row_pull_ == by_newton.row_pull_
+    assert by_lbfgs.loss_ == pytest.approx(by_newton.loss_, abs=1e-8)
+    np.testing.assert_allclose(by_lbfgs.predict_proba(z), by_newton.predict_proba(z), atol=1e-4)
 
 
 def test_given_strengths_leave_the_diagonal_free_as_kull(rng):

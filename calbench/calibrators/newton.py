@@ -23,10 +23,17 @@ from calbench.simplex import exp_in_place, fitting_log_softmax, log_softmax
 NEWTON_MAX_CLASSES = 36
 
 
-def _objective(a, xt, y, penalty, offset=0.0, center=0.0):
+def row_sum_gap(a, row_pull):
+    """``sum_j W_ij - center`` per row of ``a = [W | b]`` (the row-sum pull's gap)."""
+    return a[:, :-1].sum(axis=1) - row_pull[1]
+
+
+def _objective(a, xt, y, penalty, offset=0.0, center=0.0, row_pull=(0.0, 0.0)):
     logits = xt @ a.T + offset
     logp = log_softmax(logits)
     value = -logp[np.arange(len(y)), y].mean() + (penalty * (a - center) ** 2).sum()
+    if row_pull[0]:
+        value += row_pull[0] * (row_sum_gap(a, row_pull) ** 2).sum()
     return value, np.exp(logp)
 
 
@@ -46,10 +53,19 @@ def _armijo(evaluate, value, slope):
 
 
 def newton_multinomial(
-    x, y, init, penalty, max_iter=100, tol=1e-10, free=None, offset=0.0, center=0.0
+    x,
+    y,
+    init,
+    penalty,
+    max_iter=100,
+    tol=1e-10,
+    free=None,
+    offset=0.0,
+    center=0.0,
+    row_pull=(0.0, 0.0),
 ):
     """Minimise ``mean log-loss(softmax(offset + x W^T + b)) + sum(penalty * ([W | b] -
-    center)^2)``.
+    center)^2) + row_pull[0] * sum_i (sum_j W_ij - row_pull[1])^2``.
 
     Parameters
     ----------
@@ -63,6 +79,8 @@ def newton_multinomial(
         towards the identity as structured matrix scaling is).
     center : (k, d + 1) array or 0
         Where the penalty pulls each entry.
+    row_pull : (weight, center)
+        A pull on each row's sum of weights (not the intercept), see `MatrixScaling`.
 
     Returns ``([W | b], iterations, final objective)``.
     """
@@ -74,11 +92,14 @@ def newton_multinomial(
     onehot[np.arange(n), y] = 1.0
     a = np.array(init, dtype=np.float64)
     moving = np.ones(size, bool) if free is None else np.asarray(free, bool).ravel()
-    value, p = _objective(a, xt, y, penalty, offset, center)
+    value, p = _objective(a, xt, y, penalty, offset, center, row_pull)
     iterations = 0
     while iterations < max_iter:
         iterations += 1
-        grad = (((p - onehot).T @ xt) / n + 2 * penalty * (a - center)) * moving.reshape(k, d + 1)
+        grad = ((p - onehot).T @ xt) / n + 2 * penalty * (a - center)
+        if row_pull[0]:
+            grad[:, :d] += 2 * row_pull[0] * row_sum_gap(a, row_pull)[:, None]
+        grad *= moving.reshape(k, d + 1)
         if np.abs(grad).max() < tol:
             break
         outer = (p[:, :, None] * xt[:, None, :]).reshape(n, size)
@@ -86,6 +107,7 @@ def newton_multinomial(
         for c in range(k):
             block = slice(c * (d + 1), (c + 1) * (d + 1))
             hessian[block, block] += (xt * p[:, c : c + 1]).T @ xt / n
+            hessian[c * (d + 1) : c * (d + 1) + d, c * (d + 1) : c * (d + 1) + d] += 2 * row_pull[0]
         hessian[np.diag_indices(size)] += 2 * penalty.ravel()
         ridge = 1e-12 * max(1.0, np.abs(np.diag(hessian)).max())
         hessian[np.diag_indices(size)] += ridge
@@ -95,7 +117,7 @@ def newton_multinomial(
 
         def at(scale, a=a, step=step):
             candidate = a - scale * step
-            new_value, new_p = _objective(candidate, xt, y, penalty, offset, center)
+            new_value, new_p = _objective(candidate, xt, y, penalty, offset, center, row_pull)
             return new_value, (candidate, new_p)
 
         accepted = _armijo(at, value, float((grad * step).sum()))
