@@ -49,6 +49,27 @@ def test_temperature_matches_one_dimensional_search(rng):
     assert ts.temperature_ == pytest.approx(ref.x, rel=1e-5)
 
 
+def test_temperature_fast_path_is_the_generic_fit(rng, monkeypatch):
+    """At 100 classes TS evaluates its one-parameter log-loss and slope in torch; the
+    generic chain rule (numpy, the (n, k) gradient) fits the same temperature, and a
+    written-out slope agrees with its derivative."""
+    from calbench.calibrators import parametric
+
+    z, y = overconfident_logits(rng, 3000, 100)
+    assert z.size >= parametric.TORCH_MIN_ENTRIES
+    fast = make_calibrator("ts").fit(z, y)
+    term = fast._data_term(None, z, y)
+    value, grads = term({"log_temperature_": np.asarray(0.3)})
+    beta = np.exp(-0.3)
+    assert value == pytest.approx(_nll(softmax(z * beta), y), rel=1e-12)
+    step = 1e-6
+    numeric = _nll(softmax(z * np.exp(-0.3 - step)), y) - _nll(softmax(z * np.exp(-0.3 + step)), y)
+    assert grads["log_temperature_"] == pytest.approx(numeric / (2 * step), rel=1e-6)
+    monkeypatch.setattr(parametric, "TORCH_MIN_ENTRIES", 10**12)
+    generic = make_calibrator("ts").fit(z, y)
+    assert fast.temperature_ == pytest.approx(generic.temperature_, rel=1e-9)
+
+
 def test_temperature_matches_netcal(rng):
     netcal_scaling = pytest.importorskip("netcal.scaling")
     z, y = overconfident_logits(rng, 3000, 5)

@@ -20,7 +20,7 @@ from calbench.simplex import TINY, TORCH_MIN_ENTRIES, exp_in_place, fitting_log_
 
 torch = LazyModule("torch")
 
-_EXP_FLOOR = -700.0
+EXP_FLOOR = -700.0
 
 
 def nll(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -32,7 +32,7 @@ def nll(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
         # keeps the probabilities normal floats, as below.
         lsm = fitting_log_softmax(logits)
         value = -float(lsm[rows, y].mean())
-        grad = exp_in_place(np.maximum(lsm, _EXP_FLOOR, out=lsm))
+        grad = exp_in_place(np.maximum(lsm, EXP_FLOOR, out=lsm))
         grad[rows, y] -= 1.0
         grad /= n
         return value, grad
@@ -40,7 +40,7 @@ def nll(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     label_logit = shifted[rows, y]
     # exp(-700) is still a normal float: below it exp() would return subnormals, which
     # slow every later product by an order of magnitude, and they weigh nothing here.
-    np.maximum(shifted, _EXP_FLOOR, out=shifted)
+    np.maximum(shifted, EXP_FLOOR, out=shifted)
     grad = np.exp(shifted, out=shifted)
     norm = grad.sum(axis=1)
     value = float((np.log(norm) - label_logit).mean())
@@ -56,7 +56,7 @@ def mse(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     the softmax Jacobian."""
     n, k = logits.shape
     shifted = logits - logits.max(axis=1, keepdims=True)
-    probs = np.exp(np.maximum(shifted, _EXP_FLOOR))
+    probs = np.exp(np.maximum(shifted, EXP_FLOOR))
     probs /= probs.sum(axis=1, keepdims=True)
     residual = probs.copy()
     residual[np.arange(n), y] -= 1.0
@@ -80,7 +80,7 @@ def top_label_bce(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]
     rows = np.arange(n)
     top = logits.argmax(axis=1)
     shifted = logits - logits[rows, top][:, None]
-    np.maximum(shifted, _EXP_FLOOR, out=shifted)
+    np.maximum(shifted, EXP_FLOOR, out=shifted)
     e = np.exp(shifted, out=shifted)
     e[rows, top] = 0.0
     rest = np.maximum(e.sum(axis=1), TINY)
