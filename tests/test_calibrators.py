@@ -360,7 +360,10 @@ def test_default_l2_pulls_towards_temperature_scaling_where_kulls_pulls_to_zero(
         np.testing.assert_allclose(theta[: k * k], ref.x[: k * k], atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["dir_odir", "dir_l2"])
+@pytest.mark.parametrize(
+    "name",
+    ["dir_odir", pytest.param("dir_l2", marks=pytest.mark.slow)],  # dir_l2: 5 s
+)
 def test_the_defaults_pulls_are_one_objective_for_newton_and_lbfgs(rng, name):
     # 40 classes: L-BFGS by default; Newton on request. Both carry the diagonal, row-sum
     # and temperature pulls of the defaults, so they reach the same map.
