@@ -449,9 +449,9 @@ class MatrixScaling(ParametricCalibrator):
       0.01 and 0.001 times ``k / (2n)`` gave 0.979, and 1 gave 6.33 against 3.42 at
       ImageNet shape. With the default strength, ``shrink_to="auto"`` therefore pulls
       ``W`` towards temperature scaling's map ``I / T`` instead, at ``reg_lambda = 5 k /
-      n`` (each row of ``W - I / T`` with prior variance 0.1): 0.919 on that network,
-      below uncalibrated on every real network here (tests/test_defaults.py). At ImageNet
-      shape, with the row-sum pull below, 3.416 against 3.418 uncalibrated.
+      n`` (each row of ``W - I / T`` with prior variance 0.1). With the row-sum pull
+      below: 0.917 on that network, below uncalibrated on every real network here
+      (tests/test_defaults.py), and 3.416 against 3.418 uncalibrated at ImageNet shape.
     - ODIR's diagonal: Kull's ODIR leaves it free, k per-class scales. Where the classes
       have a few rows each they fit noise: on 25000 x 1000 ImageNet-shaped logits
       (benchmarks/bench_defaults.py) the free diagonal took held-out log-loss from 3.418
@@ -495,7 +495,7 @@ class MatrixScaling(ParametricCalibrator):
         Weight of the pull of each row's sum of weights towards ``1 / T``:
         ``reg_row_sum * sum_i (sum_j w_ij - 1/T)^2``. "auto": with the default strengths,
         the intercept's weight times the mean square of a row's shared feature offset
-        (below); else 0, as Kull's objectives.
+        (above); else 0, as Kull's objectives.
     shrink_to : {"auto", "zero", "temperature"}
         L2 only: where the penalty pulls ``W``: 0 (Kull's L2) or ``I / T``, ``T`` the
         temperature scaling fit of the same data. "auto": ``I / T`` with the default
