@@ -9,6 +9,7 @@ not an integer.
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 from calbench.conf_files import group_files, root_config
@@ -16,11 +17,13 @@ from calbench.errors import CalbenchError, nearest
 from calbench.runner.spec import CELL_KEYS, CellSpec
 
 
-def run_keys() -> list[str]:
-    """The keys of a run's config: config.yaml's own, its groups' and Hydra's."""
+@functools.cache
+def run_keys() -> tuple[str, ...]:
+    """The keys of a run's config: config.yaml's own, its groups' and Hydra's (read once a
+    process: every cell of a sweep checks against them)."""
     config = root_config()
     groups = [next(iter(d)) for d in config["defaults"] if isinstance(d, dict)]
-    return (
+    return tuple(
         [g for g in groups if "/" not in g and not g.startswith("override")]
         + [k for k in config if k != "defaults"]
         + ["experiment"]
