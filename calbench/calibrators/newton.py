@@ -107,7 +107,9 @@ def newton_multinomial(
         for c in range(k):
             block = slice(c * (d + 1), (c + 1) * (d + 1))
             hessian[block, block] += (xt * p[:, c : c + 1]).T @ xt / n
-            hessian[c * (d + 1) : c * (d + 1) + d, c * (d + 1) : c * (d + 1) + d] += 2 * row_pull[0]
+            if row_pull[0]:
+                weights = slice(c * (d + 1), c * (d + 1) + d)
+                hessian[weights, weights] += 2 * row_pull[0]
         hessian[np.diag_indices(size)] += 2 * penalty.ravel()
         ridge = 1e-12 * max(1.0, np.abs(np.diag(hessian)).max())
         hessian[np.diag_indices(size)] += ridge
