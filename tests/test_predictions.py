@@ -1,6 +1,8 @@
 """Stored per-fold predictions: they reproduce the stored rows, are checked, and feed
 `calbench rescore` and the figures without a refit."""
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -53,12 +55,40 @@ def test_stored_predictions_score_exactly_to_the_stored_rows(tmp_path, overrides
 def test_labels_and_uncalibrated_scores_are_stored_once_for_all_methods(tmp_path):
     for method in ("ts", "vs", "uncal"):
         run_job(plan(*SMALL, f"method={method}", f"results_dir={tmp_path}"))
-    # y, uncalibrated and true probabilities of the one test set: 3 shared files, not 9.
-    assert len(list((tmp_path / "store" / "arrays").glob("*.npz"))) == 3
+    # y, uncalibrated and true probabilities of the one test set: one shared file, not 3.
+    shared = list((tmp_path / "store" / "arrays").glob("*.npz"))
+    assert len(shared) == 1
+    with np.load(shared[0]) as arrays:
+        assert sorted(arrays.files) == ["true_probs", "uncalibrated", "y"]
     store, _, cells = _cells(tmp_path)
     uncal = cells[cells["method"] == "uncal"].iloc[0]
     fold = store.predictions(uncal.config_hash, uncal.predictions_sha256)[0]
     np.testing.assert_array_equal(fold.probs, fold.uncalibrated)
+
+
+def test_a_store_with_one_shared_file_per_array_is_still_read(tmp_path):
+    """Stores written before the fold's shared arrays went into one file name each array
+    (``@y/0``) and hash it alone: sha256 of dtype, shape and bytes."""
+    from calbench.runner import predictions
+
+    rng = np.random.default_rng(0)
+    y, uncal = rng.integers(0, 3, 20), rng.dirichlet(np.ones(3), 20)
+    probs, loss = rng.dirichlet(np.ones(3), 20), 1 - np.eye(3)
+    cell = {"probs/0": probs, "loss/0": loss}
+    for name, array in (("y", y), ("uncalibrated", uncal)):
+        digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+        content = digest.hexdigest()
+        (tmp_path / "arrays").mkdir(exist_ok=True)
+        np.savez(tmp_path / "arrays" / f"{content}.npz", array=array)
+        cell[f"@{name}/0"] = np.array(content)
+    np.savez(tmp_path / "old.npz", **cell)
+    sha256 = hashlib.sha256((tmp_path / "old.npz").read_bytes()).hexdigest()
+    (fold,) = predictions.read(tmp_path, "old", sha256)
+    np.testing.assert_array_equal(fold.y, y)
+    np.testing.assert_array_equal(fold.uncalibrated, uncal)
+    np.testing.assert_array_equal(fold.probs, probs)
+    assert fold.true_probs is None
 
 
 def test_a_changed_or_missing_predictions_file_is_one_clear_error(tmp_path):

@@ -14,10 +14,12 @@ metric on stored cells) read them instead of fitting every method again. One com
   a simplex map draws.
 
 Labels, uncalibrated and true probabilities are the same for every method on a fold: they
-are stored once, content-addressed, under ``store/arrays/`` (valk_synthetic's 14 cells
-take about a third of the space they would otherwise). The files are written atomically
-before the rows, and the cell file's SHA-256 goes into the rows (column
-``predictions_sha256``), so a reader knows the file is the one the rows came from.
+are stored once, together in one content-addressed file per fold under ``store/arrays/``
+(valk_synthetic's 14 cells take about a third of the space they would otherwise; one file
+rather than one per array saves a sweep's cell two synced writes on new data,
+`benchmarks.bench_sweep`). Stores written before keep one file per array; both are read.
+The files are written atomically before the rows, and the cell file's SHA-256 goes into
+the rows (column ``predictions_sha256``), so a reader knows the file is the one the rows came from.
 ``predictions: float32`` (or ``auto`` above a million entries per array) halves the file;
 ``predictions: none`` stores none.
 """
@@ -92,9 +94,14 @@ def check_storage(storage: str) -> None:
         raise CalbenchError(f"predictions={storage!r}: choose one of {', '.join(STORAGE)}.")
 
 
-def _content_hash(array: np.ndarray) -> str:
-    digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
-    digest.update(np.ascontiguousarray(array).tobytes())
+def _content_hash(*named: tuple[str, np.ndarray]) -> str:
+    """A SHA-256 of named arrays: names, dtypes, shapes and bytes. One array stored alone
+    (the earlier layout) is hashed without its name, as it was then."""
+    digest = hashlib.sha256()
+    for name, array in named:
+        prefix = "" if len(named) == 1 and name == "array" else name
+        digest.update(f"{prefix}{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()
 
 
@@ -115,6 +122,7 @@ def write(root: Path, cell_hash: str, folds: list[FoldPredictions], storage="aut
     check_storage(storage)
     arrays = {}
     for fold in folds:
+        shared = {}
         for name in _ARRAYS:
             value = getattr(fold, name)
             if value is None:
@@ -125,13 +133,14 @@ def write(root: Path, cell_hash: str, folds: list[FoldPredictions], storage="aut
             ):
                 value = value.astype(np.float32)
             if name in _SHARED:
-                content = _content_hash(value)
-                shared = root / "arrays" / f"{content}.npz"
-                if not shared.is_file():
-                    atomic_write_bytes(shared, _npz_bytes(array=value))
-                arrays[f"@{name}/{fold.fold}"] = np.array(content)
+                shared[name] = value
             else:
                 arrays[f"{name}/{fold.fold}"] = value
+        content = _content_hash(*shared.items())
+        path = root / "arrays" / f"{content}.npz"
+        if not path.is_file():
+            atomic_write_bytes(path, _npz_bytes(**shared))
+        arrays[f"@fold/{fold.fold}"] = np.array(content)
     data = _npz_bytes(**arrays)
     atomic_write_bytes(root / f"{cell_hash}.npz", data)
     return hashlib.sha256(data).hexdigest()
@@ -149,21 +158,27 @@ def read(root: Path, cell_hash: str, sha256: str) -> list[FoldPredictions]:
             name, fold = key.split("/")
             value = stored[key]
             if name.startswith("@"):
-                name, content = name[1:], str(value)
-                value = _shared(root / "arrays" / f"{content}.npz", content)
-            if name in _FLOATING:
-                value = value.astype(np.float64, copy=False)
-            by_fold.setdefault(int(fold), {})[name] = value
+                content = str(value)
+                found = _shared(root / "arrays" / f"{content}.npz", content)
+                # "@fold": the fold's shared arrays in one file; "@y" and the like: one array
+                found = found if name == "@fold" else {name[1:]: found["array"]}
+            else:
+                found = {name: value}
+            for name, value in found.items():
+                if name in _FLOATING:
+                    value = value.astype(np.float64, copy=False)
+                by_fold.setdefault(int(fold), {})[name] = value
     return [FoldPredictions(fold=fold, **arrays) for fold, arrays in sorted(by_fold.items())]
 
 
 @functools.lru_cache(maxsize=16)  # every method of a fold names the same labels and scores
-def _shared(path: Path, content: str) -> np.ndarray:
+def _shared(path: Path, content: str) -> dict[str, np.ndarray]:
     with np.load(io.BytesIO(_existing(path))) as stored:
-        array = stored["array"]
-    _check(path, _content_hash(array), content)
-    array.setflags(write=False)  # one copy serves every cell that names it
-    return array
+        arrays = {name: stored[name] for name in stored.files}
+    _check(path, _content_hash(*arrays.items()), content)
+    for array in arrays.values():
+        array.setflags(write=False)  # one copy serves every cell that names it
+    return arrays
 
 
 def _existing(path: Path) -> bytes:
