@@ -266,3 +266,8 @@ def test_a_cells_rows_are_written_as_pandas_writes_them():
     )
     columns = ["fold", "metric", "value", "fit_seconds", "params"]
     assert csv_text(frame, columns) == frame[columns].to_csv(index=False)
+    # A cell's constant columns (its hash, its predictions' checksum), given apart:
+    constants = {"config_hash": "0a1b", "predictions_sha256": "12e4"}
+    with_constants = [*columns, *constants]
+    expected = frame.assign(**constants)[with_constants].to_csv(index=False)
+    assert csv_text(frame, with_constants, **constants) == expected

@@ -34,7 +34,6 @@ def run_job(plan: CellPlan) -> str:
     check_storage(storage)  # before the work, not after
     with running(label):  # a long grid search names the cell in its progress lines
         rows, predictions = evaluate_cell(plan)
-    rows["config_hash"] = cell_hash
     path = store.write(
         cell_hash,
         rows,
