@@ -293,6 +293,32 @@ def test_notes_are_well_formed():
         assert rule.verify is None or rule.verify in group_files("method")
 
 
+def test_a_note_that_states_a_measurement_appears_only_on_its_data_sets_rows():
+    """A figure (three or more decimals, an exponent) or "this file" in a note is a
+    measurement on one data set: its rule names that ``dataset``, so other networks' rows
+    carry the general cause alone. kull_uci's rows aggregate all its data sets (average
+    ranks by classifier), so a figure measured over them holds for every such row."""
+    import re
+
+    from calbench.reproduce.published import published
+
+    measured = re.compile(r"\d\.\d{3,}|\de-\d|this file", re.IGNORECASE)
+    rows = published(averages=True)
+    for rule in report_module.rules():
+        if "dataset" in rule.match or not measured.search(rule.note):
+            continue
+        matched = rows[[rule.applies(row) for _, row in rows.iterrows()]]
+        assert len(matched), rule.match
+        assert (matched["preset"] == "kull_uci").all(), (rule.match, rule.note[:80])
+    # the rows of a network without figures of its own carry no DenseNet-40 figures
+    for preset in ("gupta_ks", "valk_real", "kull_deepnet", "calarena_cv"):
+        for _, row in published(preset).iterrows():
+            if row["dataset"] == "c10_densenet40":
+                continue
+            notes = " ".join(r.note for r in report_module.rules() if r.applies(row))
+            assert not measured.search(notes), (preset, row["dataset"], row["method"], notes)
+
+
 def _calbench(*args, cwd=None):
     return subprocess.run(
         [sys.executable, "-m", "calbench.cli", *args], capture_output=True, text=True, cwd=cwd
