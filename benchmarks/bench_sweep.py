@@ -62,7 +62,7 @@ def sweep(cells: int, compose: str) -> dict:
         _Timer(plan, "load_configured_dataset"),
         _Timer(CalbenchLauncher, "launch"),
         # Writing files (temporary file, write, fsync, rename) waits on the file system,
-        # whose latency on a shared machine swings the total by 10 ms a cell from run to
+        # whose latency on a shared machine swung it between 6 and 12 ms a cell from run to
         # run: reported apart. The two names under which the store writes:
         _Timer(atomic, "atomic_write_bytes"),  # through atomic_write_text
         _Timer(predictions, "atomic_write_bytes"),
