@@ -50,6 +50,7 @@ from calbench.calibrators.parametric import (
     VectorScaling,
 )
 from calbench.calibrators.reference_bfgs import BFGSVectorScaling
+from calbench.calibrators.reference_forest import ValkRandomForest
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
 from calbench.calibrators.structured import StructuredScaling
@@ -95,6 +96,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "keras_ms": (KerasStyleScaling, {"structure": "matrix", "input_space": "logits"}),
     "keras_dir": (KerasStyleScaling, {"structure": "matrix", "input_space": "probabilities"}),
     "bfgs_vs": (BFGSVectorScaling, {}),
+    "valk_forest": (ValkRandomForest, {}),
     "venn_abers": (VennAbersCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
     # CalArena's methods (probkit/CalArena, probmetrics 1.3), `calbench.calibrators.calarena`.

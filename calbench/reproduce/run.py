@@ -3,8 +3,8 @@ published number of its tables beside calbench's.
 
 ``--from DIR`` first installs the registered files found in DIR (``calbench data fetch all
 --from DIR``: checksums verified). The preset then runs on the data sets of its sweep that
-are present (cells already stored are reused), then its ``PRESET_procedure`` twin where
-there is one (the papers' own fitting procedures over seeds, whose spreads verify the
+are present (cells already stored are reused), then its ``PRESET_procedure`` twins where
+there are some (the papers' own fitting procedures over seeds, whose spreads verify the
 stated causes; ``--no-procedures`` skips it), and ``results/reproduction/PRESET.csv`` and
 ``.md`` get one row per published number (see `calbench.reproduce.comparison`).
 ``calbench reproduce all`` does so for every preset with published numbers whose data are
@@ -37,10 +37,13 @@ def preset_datasets(preset: str) -> list[str]:
     return sorted(name for name, used in experiments_using().items() if preset in used)
 
 
-def procedure_preset(preset: str) -> str | None:
-    """``PRESET_procedure``, the paper's own fitting procedures for ``preset``, if shipped."""
-    name = f"{preset}_procedure"
-    return name if name in group_files("experiment") else None
+def procedure_presets(preset: str) -> list[str]:
+    """``PRESET_procedure`` and any ``PRESET_procedure_*``: the paper's own fitting
+    procedures for ``preset`` that are shipped (several where their sweeps differ: seeds
+    swept for some, a seed fixed by the authors' code for others)."""
+    names = group_files("experiment")
+    twin = f"{preset}_procedure"
+    return sorted(n for n in names if n == twin or n.startswith(f"{twin}_"))
 
 
 def run_preset(preset: str, datasets: list[str], data_dir, results_dir) -> None:
@@ -101,11 +104,11 @@ def reproduce(
                 "(calbench data fetch NAME, or --from DIR) and run again."
             )
         run_preset(preset, present, data_dir, results_dir)
-        twin = procedure_preset(preset) if procedures else None
-        swept = swept_values(read_group("experiment")[twin], "dataset") if twin else []
-        usable_by_twin = [d for d in present if d in swept]
-        if usable_by_twin:
-            run_preset(twin, usable_by_twin, data_dir, results_dir)
+        for twin in procedure_presets(preset) if procedures else []:
+            swept = swept_values(read_group("experiment")[twin], "dataset")
+            usable_by_twin = [d for d in present if d in swept]
+            if usable_by_twin:
+                run_preset(twin, usable_by_twin, data_dir, results_dir)
     report = compare(preset, results_dir, intervals)
     lines = summary(report)
     if intervals is not None:

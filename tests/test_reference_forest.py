@@ -1,0 +1,139 @@
+"""Valk's random calibration forest as his code runs it (`calbench.calibrators.reference_forest`)
+against his procedure written out here as his code is written: recursive nodes drawing from
+numpy's global legacy generator, depth chosen by KFold(10, shuffle, random_state=1)."""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from sklearn.model_selection import KFold
+
+from calbench.calibrators import make_calibrator
+from calbench.calibrators.reference_forest import ValkRandomForest
+
+
+class _ValkNode:
+    """msc-knn-cal's RandomSplitCalibrationNode (helpers/calibration_trees.py), calibration
+    parts only. numpy 1.x compared a float32 column with the float64 threshold in float32:
+    written out here as the explicit cast that numpy 2 no longer makes."""
+
+    def __init__(self, p, y, depth_to_go):
+        self.n_classes = p.shape[1]
+        if depth_to_go <= 0 or len(p) == 1:
+            self._become_leaf(p, y)
+            return
+        self.split_on_class = np.random.choice(np.arange(self.n_classes))  # noqa: NPY002 (his)
+        column = p[:, self.split_on_class]
+        self.split_at = np.random.uniform(column.min(), column.max(), size=1)[0]  # noqa: NPY002
+        right = self.split_rule(p)
+        if (~right).all() or right.all():
+            self._become_leaf(p, y)
+            return
+        self.left_child = _ValkNode(p[~right], y[~right], depth_to_go - 1)
+        self.right_child = _ValkNode(p[right], y[right], depth_to_go - 1)
+        self.leaf = False
+
+    def split_rule(self, x):
+        return x[:, self.split_on_class] >= np.float32(self.split_at)
+
+    def _become_leaf(self, p, y):
+        self.leaf = True
+        self.mean_p = np.mean(p, axis=0)
+        self.mean_y = np.mean(y, axis=0)
+
+    def means(self, p, which):
+        if self.leaf:
+            return getattr(self, which)
+        output = np.zeros((len(p), self.n_classes))
+        right = self.split_rule(p)
+        output[~right] = self.left_child.means(p[~right], which)
+        output[right] = self.right_child.means(p[right], which)
+        return output
+
+
+def _valk_forest(p, y, depth, n_trees, seed, p_to_calibrate, crop):
+    np.random.seed(seed)  # noqa: NPY002 (his global generator)
+    trees = [_ValkNode(p, y, depth) for _ in range(n_trees)]
+    cal = np.zeros(p_to_calibrate.shape)
+    for tree in trees:
+        cal += p_to_calibrate - (
+            tree.means(p_to_calibrate, "mean_p") - tree.means(p_to_calibrate, "mean_y")
+        )
+    cal = cal / len(trees)
+    cal[cal < 0] = crop  # force_p_to_simplex
+    cal[cal > 1] = 1 - crop
+    return cal / np.repeat(np.sum(cal, axis=1), cal.shape[1]).reshape((-1, cal.shape[1]))
+
+
+def _sklearn_log_loss(y_onehot, p):  # scikit-learn < 1.3: eps=1e-15, clip, renormalise
+    p = np.clip(p, 1e-15, 1 - 1e-15)
+    p /= p.sum(axis=1, keepdims=True)
+    return -np.mean(np.sum(y_onehot * np.log(p), axis=1))
+
+
+def _valk_procedure(p_train, y_train, p_test, depths, n_folds, n_trees, crop):
+    scores = []
+    for depth in depths:
+        fold_scores = []
+        for fit, held in KFold(n_folds, shuffle=True, random_state=1).split(p_train):
+            c_hat = _valk_forest(p_train[fit], y_train[fit], depth, n_trees, 0, p_train[held], crop)
+            fold_scores.append(_sklearn_log_loss(y_train[held], c_hat))
+        scores.append(np.mean(fold_scores))
+    best = depths[int(np.argmin(scores))]
+    return _valk_forest(p_train, y_train, best, n_trees, 0, p_test, crop), scores, best
+
+
+def _softmax(x):  # his helpers/temp_scaling.py softmax, on float32 logits
+    e_x = np.exp(x - np.max(x))
+    return e_x / e_x.sum(axis=1, keepdims=1)
+
+
+def _valk_temperature(logits32, labels):
+    """His TemperatureScaling.fit: BFGS from 1 on scikit-learn's log-loss (then: eps 1e-15)
+    of softmax(logits / x), x a one-element float64 array."""
+    y_onehot = np.eye(logits32.shape[1])[labels]
+    result = minimize(
+        lambda x: _sklearn_log_loss(y_onehot, _softmax(logits32 / x)),
+        x0=1,
+        options={"maxiter": 50},
+        method="BFGS",
+    )
+    return result.x[0]
+
+
+@pytest.mark.parametrize("n_classes,temperature", [(3, False), (10, False), (10, True)])
+def test_the_forest_follows_valks_code_draw_for_draw(n_classes, temperature):
+    rng = np.random.default_rng(n_classes)
+    logits = (rng.normal(size=(700, n_classes)) * 3).astype(np.float32).astype(np.float64)
+    y = rng.integers(0, n_classes, 700)
+    train, test = slice(0, 400), slice(400, None)
+    depths = (1, 2, 3, 5)
+    calibrator = ValkRandomForest(
+        n_trees=7, depths=depths, n_cv_folds=4, temperature=temperature
+    ).fit(logits[train], y[train])
+    ours = calibrator.predict_proba(logits[test])
+
+    # his load_dataset: each part's softmax on its own (its own largest logit); with TS his
+    # predict divides the float32 logits by the float64 temperature, in float32 (numpy 1.x)
+    l_train, l_test = (logits[part].astype(np.float32) for part in (train, test))
+    if temperature:
+        temp = _valk_temperature(l_train, y[train])
+        assert calibrator.temperature_ == temp and abs(temp - 1) > 0.1
+        l_train, l_test = l_train / np.float32(temp), l_test / np.float32(temp)
+    p_train, p_test = _softmax(l_train), _softmax(l_test)
+    y_onehot = np.eye(n_classes)[y]
+    theirs, scores, best = _valk_procedure(p_train, y_onehot[train], p_test, depths, 4, 7, 1e-4)
+    assert calibrator.depth_ == best
+    np.testing.assert_array_equal(calibrator.depth_scores_, scores)
+    np.testing.assert_array_equal(ours, theirs)
+    assert len(set(np.round(ours[:, 0], 12))) > 20  # the trees split: not one leaf
+
+
+def test_valks_forest_is_registered_with_his_settings():
+    model = make_calibrator("valk_forest")
+    assert (model.n_trees, tuple(model.depths), model.n_cv_folds, model.seed) == (
+        250,
+        tuple(range(1, 13)),
+        10,
+        0,
+    )
+    assert not model.temperature
