@@ -65,10 +65,11 @@ def test_bad_data_is_one_line_and_leaves_no_results(tmp_path):
 
 
 def test_multirun_sweep_and_resume(tmp_path):
-    out = calbench("run", "-m", "method=ts,vs", SMALL, f"results_dir={tmp_path}")
+    small = [SMALL, "dataset.n_cal=1500"]
+    out = calbench("run", "-m", "method=ts,vs", *small, f"results_dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     assert set(stored(tmp_path)["method"]) == {"ts", "vs"}
-    out = calbench("run", "-m", "method=ts,vs,bcts", SMALL, f"results_dir={tmp_path}")
+    out = calbench("run", "-m", "method=ts,vs,bcts", *small, f"results_dir={tmp_path}")
     assert out.stdout.count("already in the store") == 2
     rows = stored(tmp_path)
     assert rows.groupby(["method", "metric"]).size().eq(1).all()

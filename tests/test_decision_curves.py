@@ -57,7 +57,13 @@ def test_a_family_cell_records_the_test_risk_at_every_eps_of_the_curve():
 
 
 def test_direct_loss_is_trained_at_each_eps_of_the_curve_and_scored_there():
-    cell = plan("method=ts", "criterion=direct", "loss=reject_cost_family", "dataset.n_test=1000")
+    cell = plan(
+        "method=ts",
+        "criterion=direct",
+        "loss=reject_cost_family",
+        "dataset.n_cal=1500",
+        "dataset.n_test=1000",
+    )
     curve = _curve(_values(run_cell(cell)))
     assert sorted(curve) == [0.0, 0.25, 0.5, 0.75, 1.0]
     data = cell.load_dataset()

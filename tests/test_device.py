@@ -36,7 +36,7 @@ def test_cuda_without_a_gpu_falls_back_to_the_cpu_with_one_warning():
             ["method=dec", "+method.params.n_steps=20", "method.params.n_iterations=2"],
             marks=pytest.mark.slow,
         ),
-        ["method=iop_diag"],
+        ["method=iop_diag", "dataset.n_cal=1500"],  # a smaller fit: the same check
     ],
 )
 def test_a_cell_gives_the_same_numbers_and_hash_on_every_device(overrides):
