@@ -34,6 +34,7 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT
 from calbench.calibrators.keras_style import reference_softmax
 from calbench.calibrators.neighbourhood import default_epsilon
+from calbench.metrics.scoring import log_loss
 
 #: Valk's depth grid (train_and_save_calibrators.py ``depths_to_try``).
 DEPTHS = tuple(range(1, 13))
@@ -106,18 +107,11 @@ def forest_predictions(trees: list[_Tree], probs: np.ndarray, crop: float) -> np
     return out / out.sum(axis=1, keepdims=True)
 
 
-def sklearn_2022_log_loss(probs: np.ndarray, y: np.ndarray) -> float:
-    """scikit-learn's log-loss as it was in 2022: clip to ``[1e-15, 1 - 1e-15]``, renormalise."""
-    p = np.clip(probs, 1e-15, 1 - 1e-15)
-    p = p / p.sum(axis=1, keepdims=True)
-    return float(-np.mean(np.log(p[np.arange(len(y)), y])))
-
-
 def valk_temperature(logits, y) -> float:
     """The temperature of his TemperatureScaling (experiments_dnn's, helpers/temp_scaling.py):
     scipy's BFGS from 1 with numeric gradients, at most 50 iterations, on scikit-learn's
-    2022 log-loss of the whole-array softmax of the float32 logits over the temperature
-    (a one-element float64 array, so the scores are float64)."""
+    log-loss as it was then (``clip=1e-15``) of the whole-array softmax of the float32 logits
+    over the temperature (a one-element float64 array, so the scores are float64)."""
     from scipy.optimize import minimize
 
     logits = np.asarray(logits).astype(np.float32)
@@ -125,7 +119,7 @@ def valk_temperature(logits, y) -> float:
     def loss(t):
         scores = logits / t
         e = np.exp(scores - np.max(scores))
-        return sklearn_2022_log_loss(e / e.sum(axis=1, keepdims=True), y)
+        return log_loss(e / e.sum(axis=1, keepdims=True), y, clip=1e-15)
 
     return float(minimize(loss, x0=1, options={"maxiter": 50}, method="BFGS").x[0])
 
@@ -181,26 +175,19 @@ class ValkRandomForest(Calibrator):
         probs = self._probabilities(logits)
         self.crop_ = default_epsilon(probs.shape[1])
         folds = list(KFold(int(self.n_cv_folds), shuffle=True, random_state=1).split(probs))
-        self.depth_scores_ = [
-            float(
-                np.mean(
-                    [
-                        sklearn_2022_log_loss(
-                            forest_predictions(
-                                grow_forest(probs[fit], y[fit], d, int(self.n_trees), self.seed),
-                                probs[held],
-                                self.crop_,
-                            ),
-                            y[held],
-                        )
-                        for fit, held in folds
-                    ]
-                )
-            )
-            for d in self.depths
-        ]
+        self.depth_scores_ = [self._depth_score(probs, y, folds, d) for d in self.depths]
         self.depth_ = int(list(self.depths)[int(np.argmin(self.depth_scores_))])
         self.trees_ = grow_forest(probs, y, self.depth_, int(self.n_trees), self.seed)
+
+    def _depth_score(self, probs, y, folds, depth) -> float:
+        """His find_depth_with_cv: the mean over folds of the held-out log-loss, scored as
+        scikit-learn scored it then (``clip=1e-15``)."""
+        scores = []
+        for fit, held in folds:
+            trees = grow_forest(probs[fit], y[fit], depth, int(self.n_trees), self.seed)
+            predictions = forest_predictions(trees, probs[held], self.crop_)
+            scores.append(log_loss(predictions, y[held], clip=1e-15))
+        return float(np.mean(scores))
 
     def _predict_proba(self, logits):
         return forest_predictions(self.trees_, self._probabilities(logits), self.crop_)
