@@ -29,7 +29,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--no-procedures",
         action="store_true",
-        help="do not run the PRESET_procedure twin (stored procedure cells are still read)",
+        help="do not run the PRESET_procedure* twins (stored procedure cells are still read)",
     )
     parser.add_argument(
         "--if-present",
