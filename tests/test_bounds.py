@@ -10,6 +10,7 @@ from calbench.calibrators.methods import method_configs
 from calbench.data import load_dataset
 from calbench.metrics.scoring import wrong_certainties
 from calbench.simplex import probs_to_logits
+from tests.test_reference_forest import SMALL_FOREST
 
 #: Methods that run on any data set (tuned ones only where their authors tuned them).
 UNTUNED = sorted(n for n, m in method_configs().items() if not m.get("tuned"))
@@ -17,10 +18,7 @@ UNTUNED = sorted(n for n, m in method_configs().items() if not m.get("tuned"))
 
 #: Valk's forests as his code grows them: thousands of trees by default; the claim holds
 #: at any size.
-SMALL = {
-    name: {"n_trees": 5, "depths": (1, 2, 3), "n_cv_folds": 3}
-    for name in ("forest_valk_code", "ts_forest_valk_code")
-}
+SMALL = {name: SMALL_FOREST for name in ("forest_valk_code", "ts_forest_valk_code")}
 
 
 def _fit_predict(name, data, **params):

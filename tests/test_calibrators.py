@@ -15,6 +15,7 @@ from calbench.calibrators import CALIBRATORS, make_calibrator, registered_calibr
 from calbench.errors import CalbenchError
 from calbench.simplex import log_softmax, probs_to_logits, softmax
 from tests.conftest import overconfident_logits
+from tests.test_reference_forest import SMALL_FOREST
 
 CONF = Path(__file__).parents[1] / "calbench" / "conf" / "method"
 
@@ -483,7 +484,7 @@ def test_true_map_has_zero_error_and_needs_a_map(synthetic):
 
 
 #: Reference procedures whose defaults grow thousands of trees: the contracts hold at any size.
-SMALL = {"valk_forest": {"n_trees": 5, "depths": (1, 2, 3), "n_cv_folds": 3}}
+SMALL = {"valk_forest": SMALL_FOREST}
 
 
 def _instance(name, synthetic):

@@ -10,6 +10,9 @@ from sklearn.model_selection import KFold
 from calbench.calibrators import make_calibrator
 from calbench.calibrators.reference_forest import ValkRandomForest
 
+#: Valk's forest small enough for contract tests (its defaults grow 30,000 trees a fit).
+SMALL_FOREST = {"n_trees": 5, "depths": (1, 2, 3), "n_cv_folds": 3}
+
 
 class _ValkNode:
     """msc-knn-cal's RandomSplitCalibrationNode (helpers/calibration_trees.py), calibration

@@ -23,9 +23,13 @@ from calbench.simplex import exp_in_place, fitting_log_softmax, log_softmax
 NEWTON_MAX_CLASSES = 36
 
 
-def row_sum_gap(a, row_pull):
-    """``sum_j W_ij - center`` per row of ``a = [W | b]`` (the row-sum pull's gap)."""
-    return a[:, :-1].sum(axis=1) - row_pull[1]
+def row_pull_terms(a, row_pull) -> tuple[float, np.ndarray]:
+    """The row-sum pull ``weight * sum_i (sum_j W_ij - center)^2`` on ``a = [W | b]``
+    (``row_pull = (weight, center)``, see `MatrixScaling`): its value, and its gradient in
+    each of row i's weights (the same for all of them; none on the intercept)."""
+    weight, center = row_pull
+    gap = a[:, :-1].sum(axis=1) - center
+    return weight * float((gap**2).sum()), 2 * weight * gap
 
 
 def _objective(a, xt, y, penalty, offset=0.0, center=0.0, row_pull=(0.0, 0.0)):
@@ -33,7 +37,7 @@ def _objective(a, xt, y, penalty, offset=0.0, center=0.0, row_pull=(0.0, 0.0)):
     logp = log_softmax(logits)
     value = -logp[np.arange(len(y)), y].mean() + (penalty * (a - center) ** 2).sum()
     if row_pull[0]:
-        value += row_pull[0] * (row_sum_gap(a, row_pull) ** 2).sum()
+        value += row_pull_terms(a, row_pull)[0]
     return value, np.exp(logp)
 
 
@@ -98,7 +102,7 @@ def newton_multinomial(
         iterations += 1
         grad = ((p - onehot).T @ xt) / n + 2 * penalty * (a - center)
         if row_pull[0]:
-            grad[:, :d] += 2 * row_pull[0] * row_sum_gap(a, row_pull)[:, None]
+            grad[:, :d] += row_pull_terms(a, row_pull)[1][:, None]
         grad *= moving.reshape(k, d + 1)
         if np.abs(grad).max() < tol:
             break

@@ -22,7 +22,7 @@ from calbench.calibrators.newton import (
     NEWTON_MAX_CLASSES,
     newton_multinomial,
     newton_vector,
-    row_sum_gap,
+    row_pull_terms,
 )
 from calbench.calibrators.threads import blas_threads
 from calbench.criteria import EXP_FLOOR, get_criterion
@@ -818,9 +818,9 @@ class MatrixScaling(ParametricCalibrator):
         value = float((weights * gap**2).sum())
         grad = 2 * weights * gap
         if row_pull[0]:
-            row_gap = row_sum_gap(a, row_pull)
-            value += row_pull[0] * float((row_gap**2).sum())
-            grad[:, :k] += 2 * row_pull[0] * row_gap[:, None]
+            row_value, row_grad = row_pull_terms(a, row_pull)
+            value += row_value
+            grad[:, :k] += row_grad[:, None]
         return value, {"coef_": grad[:, :k], "intercept_": grad[:, k]}
 
 

@@ -20,7 +20,9 @@ from calbench.calibrators.constraints import COUNT
 from calbench.simplex import softmax
 
 
-def _global_max_softmax(scores: np.ndarray) -> np.ndarray:
+def global_max_softmax(scores: np.ndarray) -> np.ndarray:
+    """experiments_dnn's softmax in the scores' own precision: minus the largest score of
+    the whole array, not of each row (Kull's and Valk's scipy-fitted maps)."""
     e = np.exp(scores - np.max(scores))
     return e / e.sum(axis=1, keepdims=True)
 
@@ -49,7 +51,7 @@ class BFGSVectorScaling(Calibrator):
         rows = np.arange(len(y))
 
         def loss(x):
-            p = np.clip(_global_max_softmax(self._scores(logits, x)), 1e-15, 1 - 1e-15)
+            p = np.clip(global_max_softmax(self._scores(logits, x)), 1e-15, 1 - 1e-15)
             p /= p.sum(axis=1, keepdims=True)
             return -np.mean(np.log(p[rows, y]))
 

@@ -34,7 +34,9 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT
 from calbench.calibrators.keras_style import reference_softmax
 from calbench.calibrators.neighbourhood import default_epsilon
+from calbench.calibrators.reference_bfgs import global_max_softmax
 from calbench.metrics.scoring import log_loss
+from calbench.simplex import softmax
 
 #: Valk's depth grid (train_and_save_calibrators.py ``depths_to_try``).
 DEPTHS = tuple(range(1, 13))
@@ -117,9 +119,7 @@ def valk_temperature(logits, y) -> float:
     logits = np.asarray(logits).astype(np.float32)
 
     def loss(t):
-        scores = logits / t
-        e = np.exp(scores - np.max(scores))
-        return log_loss(e / e.sum(axis=1, keepdims=True), y, clip=1e-15)
+        return log_loss(global_max_softmax(logits / t), y, clip=1e-15)
 
     return float(minimize(loss, x0=1, options={"maxiter": 50}, method="BFGS").x[0])
 
@@ -161,10 +161,7 @@ class ValkRandomForest(Calibrator):
         # A row whose every logit lies far below the array's largest underflows to 0 / 0 in
         # his softmax; it takes its own largest logit instead (his rows are all finite).
         lost = ~np.isfinite(probs).all(axis=1)
-        if lost.any():
-            shifted = logits[lost] - logits[lost].max(axis=1, keepdims=True)
-            e = np.exp(shifted)
-            probs[lost] = e / e.sum(axis=1, keepdims=True)
+        probs[lost] = softmax(logits[lost])
         return probs
 
     def _fit(self, logits, y):
