@@ -5,6 +5,8 @@ A ground module: data, tables, the runner and the CLI read config groups through
 
 from __future__ import annotations
 
+import copy
+import functools
 from importlib import resources
 
 import yaml
@@ -39,6 +41,13 @@ def read_group(group: str) -> dict[str, dict]:
 
 
 def root_config() -> dict:
+    """The packaged ``config.yaml``, parsed once per process (`make_calibrator` reads its
+    seed on every call: 1.3 ms a parse, a tenth of a CIFAR-10 TS fit), as a fresh copy."""
+    return copy.deepcopy(_root_config())
+
+
+@functools.cache
+def _root_config() -> dict:
     return load_yaml(resources.files("calbench.conf").joinpath("config.yaml").read_text())
 
 

@@ -12,10 +12,15 @@ import numpy as np
 #: Smallest positive float64; Kull et al. clip zero probabilities to it before the log.
 TINY = np.finfo(np.float64).tiny
 
+#: Where a fit's log-probabilities are floored before exp(): exp(-700) is still a normal
+#: float, and below it exp() would return subnormals, which slow every later product by an
+#: order of magnitude (they weigh nothing in a gradient).
+EXP_FLOOR = -700.0
 
-#: Entries from which a fit's row-wise log-softmax runs in torch (`fitting_log_softmax`):
-#: its fused kernel is 6 to 9 times numpy's four passes (5000 x 100 float64: 1.1 ms against
-#: 10 ms on 2 cores), most of a CIFAR-100 fit's time; below, torch's call overhead wins.
+
+#: Entries from which a fit's row-wise softmax runs in torch (`fitting_softmax`): its fused
+#: kernel is several times numpy's passes (numpy's float64 exp is scalar without AVX-512),
+#: most of a CIFAR-100 fit's time; below, torch's call overhead wins.
 TORCH_MIN_ENTRIES = 100_000
 
 
@@ -45,19 +50,37 @@ def one_torch_thread():
             torch.set_num_threads(before)
 
 
-def exp_in_place(a: np.ndarray) -> np.ndarray:
-    """``exp(a)`` written over ``a`` (float64), in torch from `TORCH_MIN_ENTRIES` (3x numpy's)."""
-    rows = _torch_rows(a)
-    if rows is not None and rows.data_ptr() == a.ctypes.data:
+#: Classes from which `softmax` runs in torch: its fused kernel is 2.6x numpy's passes
+#: (5000 x 100 float64: 3.0 ms against 7.8 ms). Decided by the row length alone, so a
+#: row's probabilities do not depend on how many rows are predicted with it; below it
+#: (every 10-class network, every UCI set) numpy's, bit for bit as before.
+TORCH_MIN_CLASSES = 64
+
+
+def _wide_rows(z: np.ndarray) -> bool:
+    return z.ndim == 2 and z.shape[1] >= TORCH_MIN_CLASSES
+
+
+def log_in_place(a: np.ndarray) -> np.ndarray:
+    """``log(a)`` written over a C-contiguous float64 ``a``: in torch for rows of
+    `TORCH_MIN_CLASSES` or more (2.5x numpy's scalar log), as `softmax` decides."""
+    if _wide_rows(a) and a.flags.c_contiguous and a.dtype == np.float64:
+        import torch
+
         with one_torch_thread():
-            rows.exp_()
+            torch.from_numpy(a).log_()
         return a
-    return np.exp(a, out=a)
+    return np.log(a, out=a)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax, stable for large logits."""
     z = np.asarray(logits, dtype=np.float64)
+    if _wide_rows(z):
+        import torch
+
+        with one_torch_thread():
+            return torch.softmax(torch.from_numpy(np.ascontiguousarray(z)), dim=1).numpy()
     z = z - z.max(axis=1, keepdims=True)
     np.exp(z, out=z)
     z /= z.sum(axis=1, keepdims=True)
@@ -71,18 +94,43 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
-def fitting_log_softmax(logits: np.ndarray) -> np.ndarray:
-    """`log_softmax` as a fit's inner loop computes it: torch's fused kernel from
-    `TORCH_MIN_ENTRIES`. It agrees with `log_softmax` to rounding, not bit for bit, so it
-    serves objectives and gradients only; predictions and features use `log_softmax`."""
+def fitting_softmax(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """A fit's inner loop: ``(mean -log softmax(logits)[i, y_i], softmax(logits))`` from
+    torch's fused softmax on one thread, from `TORCH_MIN_ENTRIES` (5000 x 100 float64: one
+    3 ms pass, where a log-softmax and an exponential were two of 2 to 3 ms each). None
+    below it: the caller's numpy path keeps its bits. It agrees with `log_softmax` to
+    rounding, so it serves objectives and gradients only (`torch_softmax_log_loss`)."""
     z = np.asarray(logits, dtype=np.float64)
     rows = _torch_rows(z)
     if rows is None:
-        return log_softmax(z)
+        return None
+    with one_torch_thread():
+        value, probs = torch_softmax_log_loss(rows, y)
+    return value, probs.numpy()
+
+
+def torch_softmax_log_loss(logits, y) -> tuple[float, object]:
+    """``(mean -log softmax(logits)[i, y_i], softmax(logits))`` for a float64 torch tensor.
+
+    Probabilities below ``exp(EXP_FLOOR)`` are raised to it, so that no subnormal slows
+    later products; a label's log-probability comes from the logits themselves wherever its
+    probability is that small (the rounded probability would lose it).
+    """
     import torch
 
-    with one_torch_thread():
-        return torch.log_softmax(rows, dim=1).numpy()
+    probs = torch.softmax(logits, dim=1)
+    floor = float(np.exp(EXP_FLOOR))
+    if float(probs.min()) < floor:
+        probs.clamp_(min=floor)
+    index = torch.arange(len(y))
+    label = torch.as_tensor(y)
+    log_label = probs[index, label].log()
+    small = log_label <= EXP_FLOOR
+    if bool(small.any()):
+        log_label[small] = torch.log_softmax(logits[small], dim=1)[
+            torch.arange(int(small.sum())), label[small]
+        ]
+    return -float(log_label.mean()), probs
 
 
 def probs_to_logits(probs: np.ndarray) -> np.ndarray:

@@ -15,9 +15,10 @@ as the gradient has no component along that direction, does not move the solutio
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import lu_factor, lu_solve
 
 from calbench.calibrators.threads import blas_threads
-from calbench.simplex import exp_in_place, fitting_log_softmax, log_softmax
+from calbench.simplex import fitting_softmax, log_softmax
 
 #: Classes up to which the Newton solver is used (the Hessian has (k (k+1))^2 entries).
 NEWTON_MAX_CLASSES = 36
@@ -136,10 +137,14 @@ def newton_multinomial(
 
 
 def _vector_objective(w, b, x, y, pen_w, center_w, pen_b):
-    logp = fitting_log_softmax(x * w + b)
-    value = -logp[np.arange(len(y)), y].mean()
-    value += (pen_w * (w - center_w) ** 2).sum() + (pen_b * b**2).sum()
-    return value, exp_in_place(logp)
+    z = x * w
+    z += b
+    penalty = (pen_w * (w - center_w) ** 2).sum() + (pen_b * b**2).sum()
+    fused = fitting_softmax(z, y)
+    if fused is not None:
+        return fused[0] + penalty, fused[1]
+    logp = log_softmax(z)
+    return -logp[np.arange(len(y)), y].mean() + penalty, np.exp(logp, out=logp)
 
 
 def newton_vector(x, y, w, b, pen_w=0.0, center_w=1.0, pen_b=0.0, max_iter=100, tol=1e-10):
@@ -159,6 +164,15 @@ def newton_vector(x, y, w, b, pen_w=0.0, center_w=1.0, pen_b=0.0, max_iter=100, 
         return _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol)
 
 
+#: A Newton decrement (``g^T H^-1 g``, twice the objective's distance to the minimum) below
+#: which the Hessian of the previous step is kept (a chord step: the iterate has moved by
+#: about its square root, so the Hessian by as little) ...
+REUSE_DECREMENT = 1e-6
+#: ... and below which the step is taken without evaluating where it lands: the quadratic
+#: model is then exact to rounding (after it the distance is of the order of its square).
+FINAL_DECREMENT = 1e-12
+
+
 def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol):
     n, k = x.shape
     # The labels' part of the gradient is fixed: per class, the sum of its rows' own
@@ -169,42 +183,56 @@ def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol):
     pen_b = np.broadcast_to(np.asarray(pen_b, dtype=np.float64), (k,))
     w, b = np.array(w, dtype=np.float64), np.array(b, dtype=np.float64)
     value, p = _vector_objective(w, b, x, y, pen_w, center_w, pen_b)
+    x_squared = x * x
     # One (n, 2k)^T (n, 2k) product for the three blocks, in float32: the Hessian only
     # steers the step (the gradient and the stopping test stay float64), and the product
     # is most of an iteration's time at 100 classes. Its operand is filled in place.
     qp = np.empty((n, 2 * k), dtype=np.float32)
+    factor, reuse = None, False
     iterations = 0
     while iterations < max_iter:
         iterations += 1
-        q = p * x
+        sum_q = np.einsum("ij,ij->j", p, x)
+        sum_p = p.sum(axis=0)
         grad = np.concatenate(
             [
-                (q.sum(axis=0) - label_x) / n + 2 * pen_w * (w - center_w),
-                (p.sum(axis=0) - label_count) / n + 2 * pen_b * b,
+                (sum_q - label_x) / n + 2 * pen_w * (w - center_w),
+                (sum_p - label_count) / n + 2 * pen_b * b,
             ]
         )
         if np.abs(grad).max() < tol:
             break
-        qp[:, :k], qp[:, k:] = q, p
-        hessian = -(qp.T @ qp).astype(np.float64)
-        hessian[np.diag_indices(2 * k)] += np.concatenate([(q * x).sum(axis=0), p.sum(axis=0)])
-        hessian[np.arange(k), np.arange(k, 2 * k)] += q.sum(axis=0)
-        hessian[np.arange(k, 2 * k), np.arange(k)] += q.sum(axis=0)
-        hessian /= n
-        hessian[np.diag_indices(2 * k)] += 2 * np.concatenate([pen_w, pen_b])
-        # Singular along b -> b + c 1 (softmax ignores it; the gradient has no part there).
-        hessian[np.diag_indices(2 * k)] += 1e-12 * max(1.0, np.abs(np.diag(hessian)).max())
-        step = np.linalg.solve(hessian, grad)
+        if not reuse:
+            np.multiply(p, x, out=qp[:, :k], casting="same_kind")
+            qp[:, k:] = p
+            hessian = -(qp.T @ qp).astype(np.float64)
+            diagonal = np.concatenate([np.einsum("ij,ij->j", p, x_squared), sum_p])
+            hessian[np.diag_indices(2 * k)] += diagonal
+            hessian[np.arange(k), np.arange(k, 2 * k)] += sum_q
+            hessian[np.arange(k, 2 * k), np.arange(k)] += sum_q
+            hessian /= n
+            hessian[np.diag_indices(2 * k)] += 2 * np.concatenate([pen_w, pen_b])
+            # Singular along b -> b + c 1 (softmax ignores it; the gradient has no part there).
+            hessian[np.diag_indices(2 * k)] += 1e-12 * max(1.0, np.abs(np.diag(hessian)).max())
+            factor = lu_factor(hessian, check_finite=False)
+        step = lu_solve(factor, grad, check_finite=False)
+        decrement = float(grad @ step)
+        if 0.0 <= decrement < FINAL_DECREMENT * max(1.0, abs(value)):
+            w, b, value = w - step[:k], b - step[k:], value - decrement / 2
+            break
 
         def at(scale, w=w, b=b, step=step):
             new_w, new_b = w - scale * step[:k], b - scale * step[k:]
             new_value, new_p = _vector_objective(new_w, new_b, x, y, pen_w, center_w, pen_b)
             return new_value, (new_w, new_b, new_p)
 
-        accepted = _armijo(at, value, float(grad @ step))
+        accepted = _armijo(at, value, decrement)
         if accepted is None:
             break
-        value, (w, b, p), converged = accepted
+        new_value, (w, b, p), converged = accepted
+        # A full step that did what the model promised: the Hessian can serve again.
+        reuse = decrement < REUSE_DECREMENT and value - new_value >= 0.25 * decrement
+        value = new_value
         if converged:
             break
     return w, b, iterations, float(value)

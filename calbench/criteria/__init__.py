@@ -16,31 +16,24 @@ from calbench.criteria.decision_aware import TRAINED_PER_EPS, decision_criterion
 from calbench.device import resolve_device
 from calbench.errors import CalbenchError, unknown_name
 from calbench.lazy import LazyModule
-from calbench.simplex import TINY, TORCH_MIN_ENTRIES, exp_in_place, fitting_log_softmax
+from calbench.simplex import EXP_FLOOR, TINY, fitting_softmax
 
 torch = LazyModule("torch")
-
-EXP_FLOOR = -700.0
 
 
 def nll(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean negative log-likelihood (log-loss) and its gradient ``(softmax - onehot) / n``."""
     n = len(y)
     rows = np.arange(n)
-    if logits.dtype == np.float64 and logits.size >= TORCH_MIN_ENTRIES:
-        # torch's fused log-softmax (`calbench.simplex.fitting_log_softmax`); the floor
-        # keeps the probabilities normal floats, as below.
-        lsm = fitting_log_softmax(logits)
-        value = -float(lsm[rows, y].mean())
-        grad = exp_in_place(np.maximum(lsm, EXP_FLOOR, out=lsm))
+    fused = fitting_softmax(logits, y) if logits.dtype == np.float64 else None
+    if fused is not None:
+        value, grad = fused
         grad[rows, y] -= 1.0
         grad /= n
         return value, grad
     shifted = logits - logits.max(axis=1, keepdims=True)
     label_logit = shifted[rows, y]
-    # exp(-700) is still a normal float: below it exp() would return subnormals, which
-    # slow every later product by an order of magnitude, and they weigh nothing here.
-    np.maximum(shifted, EXP_FLOOR, out=shifted)
+    np.maximum(shifted, EXP_FLOOR, out=shifted)  # no subnormals (`EXP_FLOOR`)
     grad = np.exp(shifted, out=shifted)
     norm = grad.sum(axis=1)
     value = float((np.log(norm) - label_logit).mean())
