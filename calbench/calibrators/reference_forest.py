@@ -15,13 +15,12 @@ thesis' description:
 - **Depth, chosen inside the fit.** Depths 1 to 12 (not bins), each rated by the mean over
   ``KFold(10, shuffle=True, random_state=1)`` of scikit-learn's log-loss (as it clipped
   then: ``[1e-15, 1 - 1e-15]``, rows renormalised) on the held-out fold.
-- **float32.** The probabilities are his ``softmax``: float32, minus the largest logit of
-  the whole array (`reference_softmax`). A point goes right where ``p_j >= threshold`` with
-  the threshold rounded to float32, as numpy 1.x compared a float32 column with a float64
-  scalar. A leaf's mean probability is numpy's float32 mean of its points.
+- **float32.** The probabilities are his float32 softmax (`reference_valk`). A point goes
+  right where ``p_j >= threshold`` with the threshold rounded to float32, as numpy 1.x
+  compared a float32 column with a float64 scalar. A leaf's mean probability is numpy's
+  float32 mean of its points.
 - **Output.** Each tree moves a point by its leaf's ``mean_y - mean_p``; the trees' outputs
-  are averaged, then negatives become ``crop`` and values above 1 become ``1 - crop``, and
-  rows are renormalised (his ``force_p_to_simplex``; crop 1e-4 up to 10 classes, else 1e-6).
+  are averaged, then his ``force_p_to_simplex``.
 - **With TS** (``temperature=True``, his ``rfTS``): his own temperature (`valk_temperature`),
   then the forest on ``softmax(logits / T)`` computed in float32, as his code hands it over.
 """
@@ -32,11 +31,13 @@ import numpy as np
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT
-from calbench.calibrators.keras_style import reference_softmax
 from calbench.calibrators.neighbourhood import default_epsilon
-from calbench.calibrators.reference_bfgs import global_max_softmax
-from calbench.metrics.scoring import log_loss
-from calbench.simplex import softmax
+from calbench.calibrators.reference_valk import (
+    force_p_to_simplex,
+    sklearn_2022_log_loss,
+    valk_probabilities,
+    valk_temperature,
+)
 
 #: Valk's depth grid (train_and_save_calibrators.py ``depths_to_try``).
 DEPTHS = tuple(range(1, 13))
@@ -103,25 +104,7 @@ def forest_predictions(trees: list[_Tree], probs: np.ndarray, crop: float) -> np
     total = np.zeros(probs.shape)
     for tree in trees:
         total += tree.corrected(probs)
-    out = total / len(trees)
-    out[out < 0] = crop
-    out[out > 1] = 1 - crop
-    return out / out.sum(axis=1, keepdims=True)
-
-
-def valk_temperature(logits, y) -> float:
-    """The temperature of his TemperatureScaling (experiments_dnn's, helpers/temp_scaling.py):
-    scipy's BFGS from 1 with numeric gradients, at most 50 iterations, on scikit-learn's
-    log-loss as it was then (``clip=1e-15``) of the whole-array softmax of the float32 logits
-    over the temperature (a one-element float64 array, so the scores are float64)."""
-    from scipy.optimize import minimize
-
-    logits = np.asarray(logits).astype(np.float32)
-
-    def loss(t):
-        return log_loss(global_max_softmax(logits / t), y, clip=1e-15)
-
-    return float(minimize(loss, x0=1, options={"maxiter": 50}, method="BFGS").x[0])
+    return force_p_to_simplex(total / len(trees), crop)
 
 
 class ValkRandomForest(Calibrator):
@@ -151,18 +134,7 @@ class ValkRandomForest(Calibrator):
         self.temperature = temperature
 
     def _probabilities(self, logits):
-        """His float32 probabilities: of the logits, or with ``temperature`` of the logits
-        divided by his temperature in float32 (numpy 1.x divided a float32 array by a
-        float64 scalar so), each his whole-array softmax."""
-        logits = np.asarray(logits).astype(np.float32)
-        if self.temperature:
-            logits = logits / np.float32(self.temperature_)
-        probs = reference_softmax(logits)
-        # A row whose every logit lies far below the array's largest underflows to 0 / 0 in
-        # his softmax; it takes its own largest logit instead (his rows are all finite).
-        lost = ~np.isfinite(probs).all(axis=1)
-        probs[lost] = softmax(logits[lost])
-        return probs
+        return valk_probabilities(logits, self.temperature_ if self.temperature else None)
 
     def _fit(self, logits, y):
         from sklearn.model_selection import KFold
@@ -183,7 +155,7 @@ class ValkRandomForest(Calibrator):
         for fit, held in folds:
             trees = grow_forest(probs[fit], y[fit], depth, int(self.n_trees), self.seed)
             predictions = forest_predictions(trees, probs[held], self.crop_)
-            scores.append(log_loss(predictions, y[held], clip=1e-15))
+            scores.append(sklearn_2022_log_loss(predictions, y[held]))
         return float(np.mean(scores))
 
     def _predict_proba(self, logits):

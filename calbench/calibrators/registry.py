@@ -51,6 +51,7 @@ from calbench.calibrators.parametric import (
 )
 from calbench.calibrators.reference_bfgs import BFGSVectorScaling
 from calbench.calibrators.reference_forest import ValkRandomForest
+from calbench.calibrators.reference_knn import ValkNeighbours
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
 from calbench.calibrators.structured import StructuredScaling
@@ -97,6 +98,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "keras_dir": (KerasStyleScaling, {"structure": "matrix", "input_space": "probabilities"}),
     "bfgs_vs": (BFGSVectorScaling, {}),
     "valk_forest": (ValkRandomForest, {}),
+    "valk_knn": (ValkNeighbours, {}),
     "venn_abers": (VennAbersCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
     # CalArena's methods (probkit/CalArena, probmetrics 1.3), `calbench.calibrators.calarena`.
