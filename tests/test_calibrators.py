@@ -11,11 +11,13 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
-from calbench.calibrators import CALIBRATORS, make_calibrator, registered_calibrator
+from calbench.calibrators import CALIBRATORS, make_calibrator
 from calbench.errors import CalbenchError
 from calbench.simplex import log_softmax, probs_to_logits, softmax
 from tests.conftest import overconfident_logits
+from tests.test_reference_dec import SMALL_DEC
 from tests.test_reference_forest import SMALL_FOREST
+from tests.test_reference_knn import SMALL_KNN
 
 CONF = Path(__file__).parents[1] / "calbench" / "conf" / "method"
 
@@ -483,8 +485,9 @@ def test_true_map_has_zero_error_and_needs_a_map(synthetic):
         make_calibrator("true_map").fit(synthetic.logits_cal, synthetic.y_cal)
 
 
-#: Reference procedures whose defaults grow thousands of trees: the contracts hold at any size.
-SMALL = {"valk_forest": SMALL_FOREST}
+#: Reference procedures whose defaults take minutes (thousands of trees, a million Adam
+#: steps, 4096 neighbours): the contracts hold at any size.
+SMALL = {"valk_forest": SMALL_FOREST, "valk_dec": SMALL_DEC, "valk_knn": SMALL_KNN}
 
 
 def _instance(name, synthetic):
@@ -538,15 +541,21 @@ def test_works_inside_grid_search(name, synthetic):
 
 
 def test_every_calibrator_has_a_config_and_back():
-    from tests.test_composition import composed  # the compositions test_configs shares
+    """Each method file builds its calibrator as a run does (`method`: ``${seed}`` filled, a
+    tuned method's parameters for one of its data sets) and its grid names parameters of
+    it. That Hydra composes every file is test_configs' (each composed once there)."""
+    from calbench.calibrators.methods import method, method_configs
 
-    configs = {p.stem: composed(f"method={p.stem}")["method"] for p in CONF.glob("*.yaml")}
+    configs = method_configs()
+    assert set(configs) == {p.stem for p in CONF.glob("*.yaml")}
     used = {c["calibrator"] for c in configs.values()}
     assert set(CALIBRATORS) <= used, f"no conf/method file for {set(CALIBRATORS) - used}"
     for stem, conf in configs.items():
         assert conf["name"] == stem
-        cal = registered_calibrator(conf["calibrator"], **(conf["params"] or {}))
-        assert set(conf["grid"] or {}) <= set(cal.get_params()), stem
+        tuned = next(iter(conf.get("tuned") or {}), None)
+        cal, grid = method(stem, dataset=tuned)
+        assert set(conf.get("grid") or {}) <= set(cal.get_params()), stem
+        assert set(grid) <= set(cal.get_params()), stem
 
 
 def test_unknown_name_and_parameter_are_clear():

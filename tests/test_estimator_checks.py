@@ -55,6 +55,10 @@ NOT_APPLICABLE_TO = {
     "spline": {
         "check_estimators_nan_inf": "the check fits 10 samples; 6 knots need 12 (it says so)"
     },
+    "valk_dec": {
+        "check_methods_subset_invariance": "Valk's whole-array float32 softmax, as his code "
+        "computed it: a row's probabilities depend on the largest logit predicted with it"
+    },
 }
 
 #: Calibrators whose checks take tens of seconds (training networks, random searches):
@@ -75,6 +79,10 @@ def _instance(name):
         calibrator.set_params(max_epochs=3)  # the checks test the contract, not the training
     if name == "valk_forest":  # likewise: 3 trees, not 250 x 12 depths x 10 folds
         calibrator.set_params(n_trees=3, depths=(1, 2), n_cv_folds=2)
+    if name == "valk_dec":  # 6 Adam steps, not a million
+        calibrator.set_params(n_critics=2, epochs=2, steps=3)
+    if name == "valk_knn":  # the checks' sets are smaller than his smallest k
+        calibrator.set_params(ks=(2, 4), n_cv_folds=2)
     return calibrator
 
 

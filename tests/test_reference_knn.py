@@ -11,6 +11,9 @@ from calbench.calibrators import make_calibrator
 from calbench.calibrators.reference_knn import ValkNeighbours
 from tests.test_reference_forest import _sklearn_log_loss, _softmax, _valk_temperature
 
+#: Valk's KNN for contract tests on small sets (his k grid reaches 4096 neighbours).
+SMALL_KNN = {"ks": (2, 4), "n_cv_folds": 3}
+
 
 def _kl(x_test, x_train):
     return np.sum(x_test[:, None] * np.log(x_test[:, None] / x_train), axis=2)

@@ -271,3 +271,36 @@ def test_a_cells_rows_are_written_as_pandas_writes_them():
     with_constants = [*columns, *constants]
     expected = frame.assign(**constants)[with_constants].to_csv(index=False)
     assert csv_text(frame, with_constants, **constants) == expected
+
+
+def test_holdout_selecting_on_the_test_set_keeps_the_prefix_with_the_lowest_test_brier(rng):
+    """Valk's TS+DEC choice, reproduced only (protocol holdout_test_selected): the grid of a
+    prefix parameter fitted once, each prefix scored by its Brier on the test part."""
+    from calbench.data import Dataset
+    from calbench.metrics import brier
+    from calbench.runner.protocols import Protocol
+    from calbench.runner.selection import select_on_validation
+
+    z, y = overconfident_logits(rng, 600, 3)
+    data = Dataset("toy", z[:300], y[:300], z[300:], y[300:])
+    options = {"name": "holdout", "inner_folds": 10, "average_inner_models": False}
+    (fold,) = Protocol.of({**options, "select_on": "test_brier"}).folds(data)
+    (member,) = fold.members
+    assert member.select_by == "brier" and member.logits_val is data.logits_test
+    dec = make_calibrator("dec", n_steps=20, random_state=1)
+    grid = {"n_iterations": [1, 2, 3, 4]}
+    model, chosen = select_on_validation(
+        dec, grid, member.logits_fit, member.y_fit, member.logits_val, member.y_val, score=brier
+    )
+    separate = [
+        brier(make_calibrator("dec", n_steps=20, random_state=1, n_iterations=i)
+              .fit(z[:300], y[:300]).predict_proba(z[300:]), y[300:])
+        for i in grid["n_iterations"]
+    ]  # fmt: skip
+    assert len(set(np.round(separate, 12))) == 4
+    assert chosen == {"n_iterations": grid["n_iterations"][int(np.argmin(separate))]}
+    assert brier(model.predict_proba(z[300:]), y[300:]) == pytest.approx(min(separate), abs=1e-12)
+    (plain,) = Protocol.of(options).folds(data)
+    assert plain.members[0].logits_val is None
+    with pytest.raises(CalbenchError, match="select_on.*inner_cv.*test_brier"):
+        list(Protocol.of({**options, "select_on": "test"}).folds(data))

@@ -2,7 +2,8 @@
 replay his calibrators (`reference_forest`, `reference_knn`).
 
 - **Probabilities.** His ``softmax`` (helpers/temp_scaling.py): float32, minus the largest
-  logit of the whole array, not of each row, so small probabilities underflow to 0.
+  logit of the whole array, not of each row, so small probabilities underflow to 0 and a
+  row's probabilities depend (in float32 rounding) on the rows predicted with it.
 - **Temperature.** His ``TemperatureScaling`` (Kull et al.'s experiments_dnn code): scipy's
   BFGS from 1 on scikit-learn's log-loss as it clipped then; the scaled probabilities are
   again his float32 softmax.

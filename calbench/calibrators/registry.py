@@ -50,6 +50,7 @@ from calbench.calibrators.parametric import (
     VectorScaling,
 )
 from calbench.calibrators.reference_bfgs import BFGSVectorScaling
+from calbench.calibrators.reference_dec import ValkDecisionCalibration
 from calbench.calibrators.reference_forest import ValkRandomForest
 from calbench.calibrators.reference_knn import ValkNeighbours
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
@@ -99,6 +100,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "bfgs_vs": (BFGSVectorScaling, {}),
     "valk_forest": (ValkRandomForest, {}),
     "valk_knn": (ValkNeighbours, {}),
+    "valk_dec": (ValkDecisionCalibration, {}),
     "venn_abers": (VennAbersCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
     # CalArena's methods (probkit/CalArena, probmetrics 1.3), `calbench.calibrators.calarena`.

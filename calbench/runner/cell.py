@@ -13,7 +13,7 @@ import pandas as pd
 import calbench
 from calbench.criteria import TRAINED_PER_EPS
 from calbench.errors import CalbenchError
-from calbench.metrics.scoring import wrong_certainties
+from calbench.metrics.scoring import brier, wrong_certainties
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import FoldPredictions
 from calbench.runner.selection import (
@@ -118,7 +118,7 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
                 member.y_fit,
                 member.logits_val,
                 member.y_val,
-                score=on_training,
+                score=brier if member.select_by == "brier" else on_training,
             )
         seconds += time.perf_counter() - start
         probs.append(model.predict_proba(member.logits_eval))

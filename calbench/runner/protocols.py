@@ -39,6 +39,8 @@ class Member:
     logits_eval: np.ndarray
     logits_val: np.ndarray | None = None
     y_val: np.ndarray | None = None
+    #: How the grid points are rated on ``logits_val``: None the plan's way, or "brier".
+    select_by: str | None = None
 
 
 @dataclass
@@ -60,8 +62,28 @@ def check_class_counts(y: np.ndarray, n_classes: int, n_folds: int, what: str) -
         )
 
 
-def holdout(dataset: Dataset, seed: int = 0) -> Iterator[Fold]:  # noqa: ARG001 (no randomness)
-    yield Fold(0, [Member(dataset.logits_cal, dataset.y_cal, dataset.logits_test)], dataset.y_test)
+#: Where ``holdout`` chooses a grid point: by inner CV on the calibration part, or, only to
+#: reproduce Valk's TS+DEC rows, on the test part itself by its Brier score, as his code
+#: chose decision calibration's iteration count ("determined unfairly", his Table 3).
+HOLDOUT_SELECT_ON = ("inner_cv", "test_brier")
+
+
+def holdout(
+    dataset: Dataset,
+    seed: int = 0,  # noqa: ARG001 (no randomness)
+    select_on: str = "inner_cv",
+) -> Iterator[Fold]:
+    check_choice(select_on, "select_on", "protocol holdout", HOLDOUT_SELECT_ON)
+    cal, y_cal, test, y_test = (
+        dataset.logits_cal,
+        dataset.y_cal,
+        dataset.logits_test,
+        dataset.y_test,
+    )
+    if select_on == "test_brier":
+        yield Fold(0, [Member(cal, y_cal, test, test, y_test, select_by="brier")], y_test)
+    else:
+        yield Fold(0, [Member(cal, y_cal, test)], y_test)
 
 
 def nested(dataset: Dataset, outer_folds: int = 5, seed: int = 0) -> Iterator[Fold]:
@@ -101,7 +123,7 @@ def classifier_cv(
 
 #: protocol name -> (fold generator, the kind of data it takes, its own options)
 PROTOCOLS = {
-    "holdout": (holdout, Dataset, ()),
+    "holdout": (holdout, Dataset, ("select_on",)),
     "nested": (nested, Dataset, ("outer_folds",)),
     "classifier_cv": (
         classifier_cv,

@@ -194,7 +194,13 @@ def select_on_validation(
     (logits_val, y_val), the first of ties. One-vs-rest calibrators choose per class (the
     chosen parameters then hold one value per class)."""
     points = list(ParameterGrid(grid)) if grid else [{}]
-    models = _fit_path(calibrator, points, logits, y)
+    prefix = _prefix_key(calibrator, grid)
+    if prefix is not None:  # one fit at the largest value, the others its prefixes
+        longest = {prefix: max(point[prefix] for point in points)}
+        runner = clone(calibrator).set_params(**longest).fit(logits, y)
+        models = [runner.truncated(prefix, point[prefix]) for point in points]
+    else:
+        models = _fit_path(calibrator, points, logits, y)
     if len(points) == 1:
         return models[0], points[0]
     if isinstance(calibrator, OneVsRestCalibrator):
