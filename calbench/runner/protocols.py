@@ -1,6 +1,8 @@
 """Evaluation protocols: which samples fit the calibrator and which evaluate it.
 
-- ``holdout``: the data set's own calibration / test split (one fold, index 0).
+- ``holdout``: the data set's own calibration / test split (one fold, index 0); its grids
+  by inner CV, or (``select_on="test_brier"``, to reproduce Valk's TS+DEC only) on the
+  test part itself.
 - ``nested``: calibration and test pooled, then stratified K-fold; each outer fold fits on
   K-1 parts (with the inner CV of `calbench.runner.selection`) and evaluates on the rest
   (Kull 4.1; Ho 3.6). Every fold is reported.
