@@ -248,39 +248,51 @@ class KerasStyleScaling(Calibrator):
     def _train_stage(self, params, x, y, l2, mu, lr, orders_of, offsets):
         """One Keras ``model.fit``: Adam from a fresh state, early stopping per replica.
         ``orders_of[r]`` are replica r's permutations, read from ``offsets[r]`` on.
-        Returns the number of epochs each replica ran."""
+        Returns the number of epochs each replica ran.
+
+        A replica that has stopped leaves the batch: each epoch trains only the live ones
+        (a grid's strongly penalised points stop within a few dozen epochs while the weak
+        ones run on). A replica's numbers do not depend on which others share its batch."""
         n, replicas = len(x), params[0].shape[0]
+        live = torch.arange(replicas)
+        current = [p.clone() for p in params]
         moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
         best = torch.full((replicas,), float("inf"))
         wait = torch.zeros(replicas, dtype=torch.long)
-        active = torch.ones(replicas, dtype=torch.bool)
         epochs = torch.zeros(replicas, dtype=torch.long)
         # One batch order for all replicas where they share a generator and a position in it.
         shared = len({(id(o), int(f)) for o, f in zip(orders_of, offsets, strict=True)}) == 1
         step = 0
         for epoch in range(self.max_epochs):
-            pairs = list(zip(orders_of, offsets, strict=True))[: 1 if shared else None]
-            orders = torch.from_numpy(np.stack([o[int(f) + epoch] for o, f in pairs]))
-            total = torch.zeros(replicas)
+            pairs = [(orders_of[r], int(offsets[r])) for r in live[: 1 if shared else None]]
+            orders = torch.from_numpy(np.stack([o[f + epoch] for o, f in pairs]))
+            total = torch.zeros(len(live))
             for start in range(0, n, self.batch_size):
                 index = orders[:, start : start + self.batch_size]
-                batch_loss, grads = self._gradients(params, x[index], y[index], l2, mu)
+                batch_loss, grads = self._gradients(current, x[index], y[index], l2[live], mu[live])
                 step += 1
                 rate = lr * np.sqrt(1 - _BETA_2**step) / (1 - _BETA_1**step)
-                for p, g, (m, v) in zip(params, grads, moments, strict=True):
+                for p, g, (m, v) in zip(current, grads, moments, strict=True):
                     m.mul_(_BETA_1).add_(g, alpha=1 - _BETA_1)
                     v.mul_(_BETA_2).addcmul_(g, g, value=1 - _BETA_2)
-                    mask = active.view(-1, *([1] * (p.dim() - 1)))
-                    p.sub_(rate * m / (v.sqrt() + KERAS_EPSILON) * mask)
+                    p.sub_(rate * m / (v.sqrt() + KERAS_EPSILON))
                 total += batch_loss * index.shape[1]
             epoch_loss = total / n
-            epochs += active.long()
-            improved = epoch_loss < best
-            best = torch.where(active & improved, epoch_loss, best)
-            wait = torch.where(improved, torch.zeros_like(wait), wait + 1)
-            active &= wait < self.patience
-            if not active.any():
+            epochs[live] += 1
+            improved = epoch_loss < best[live]
+            best[live] = torch.where(improved, epoch_loss, best[live])
+            wait[live] = torch.where(improved, torch.zeros_like(wait[live]), wait[live] + 1)
+            keep = wait[live] < self.patience
+            if not keep.all():
+                for full, p in zip(params, current, strict=True):
+                    full[live] = p
+                live = live[keep]
+                current = [p[keep] for p in current]
+                moments = [(m[keep], v[keep]) for m, v in moments]
+            if not len(live):
                 break
+        for full, p in zip(params, current, strict=True):
+            full[live] = p
         return epochs
 
     def fit_grid(self, logits, y, points: list[dict]) -> list[KerasStyleScaling]:
