@@ -18,8 +18,11 @@ What differs from calbench's ``dec`` (`calbench.calibrators.decision_calibration
   1 to 99 by the Brier score *on the test set* (his Table 3: "determined unfairly"). Here
   ``n_iterations`` is a prefix parameter: the protocol ``holdout_test_selected`` chooses it
   on the test set as he did (for reproducing his rows only).
-- **Randomness.** His run was not seeded; ``seed`` seeds torch's generator for the
-  initial weights and the noise, so a spread over seeds stands in for his unknown draw.
+- **Randomness.** His run was not seeded; ``seed`` seeds numpy's generator for the
+  initial weights and the noise (his drew both from torch's global generator), so a spread
+  over seeds stands in for his unknown draw. With two actions the noise is drawn once per
+  row, on their scores' difference (``sqrt(2)`` times his per-action noise): the same
+  distribution of the softmax, half the draws.
 """
 
 from __future__ import annotations
