@@ -76,16 +76,14 @@ def holdout(
     select_on: str = "inner_cv",
 ) -> Iterator[Fold]:
     check_choice(select_on, "select_on", "protocol holdout", HOLDOUT_SELECT_ON)
-    cal, y_cal, test, y_test = (
-        dataset.logits_cal,
-        dataset.y_cal,
-        dataset.logits_test,
-        dataset.y_test,
-    )
+    member = Member(dataset.logits_cal, dataset.y_cal, dataset.logits_test)
     if select_on == "test_brier":
-        yield Fold(0, [Member(cal, y_cal, test, test, y_test, select_by="brier")], y_test)
-    else:
-        yield Fold(0, [Member(cal, y_cal, test)], y_test)
+        member.logits_val, member.y_val, member.select_by = (
+            dataset.logits_test,
+            dataset.y_test,
+            "brier",
+        )
+    yield Fold(0, [member], dataset.y_test)
 
 
 def nested(dataset: Dataset, outer_folds: int = 5, seed: int = 0) -> Iterator[Fold]:

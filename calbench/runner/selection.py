@@ -108,8 +108,7 @@ def select_and_fit(
     if batched:
         runners = [calibrator.fit_grid(logits[f], y[f], points) for f, _ in splits]
     elif prefix is not None:  # one fit per inner fold, at the largest value
-        longest = {prefix: max(point[prefix] for point in points)}
-        runners = [clone(calibrator).set_params(**longest).fit(logits[f], y[f]) for f, _ in splits]
+        runners = [_fit_longest(calibrator, prefix, points, logits[f], y[f]) for f, _ in splits]
     else:
         runners = [
             clone(calibrator).set_params(**({"warm_start": True} if warm else {})) for _ in splits
@@ -180,6 +179,13 @@ def _prefix_key(calibrator: Calibrator, grid: dict) -> str | None:
     return None
 
 
+def _fit_longest(calibrator: Calibrator, prefix: str, points: list[dict], logits, y):
+    """The calibrator fitted at the grid's largest value of its prefix parameter, whose
+    `Calibrator.truncated` copies are the other points."""
+    longest = {prefix: max(point[prefix] for point in points)}
+    return clone(calibrator).set_params(**longest).fit(logits, y)
+
+
 def select_on_validation(
     calibrator: Calibrator,
     grid: dict,
@@ -196,8 +202,7 @@ def select_on_validation(
     points = list(ParameterGrid(grid)) if grid else [{}]
     prefix = _prefix_key(calibrator, grid)
     if prefix is not None:  # one fit at the largest value, the others its prefixes
-        longest = {prefix: max(point[prefix] for point in points)}
-        runner = clone(calibrator).set_params(**longest).fit(logits, y)
+        runner = _fit_longest(calibrator, prefix, points, logits, y)
         models = [runner.truncated(prefix, point[prefix]) for point in points]
     else:
         models = _fit_path(calibrator, points, logits, y)
