@@ -12,18 +12,21 @@ from calbench.metrics.scoring import wrong_certainties
 from calbench.simplex import probs_to_logits
 from tests.test_reference_dec import SMALL_DEC
 from tests.test_reference_forest import SMALL_FOREST
+from tests.test_reference_iop import SMALL_IOP
 from tests.test_reference_knn import SMALL_KNN
 
 #: Methods that run on any data set (tuned ones only where their authors tuned them).
 UNTUNED = sorted(n for n, m in method_configs().items() if not m.get("tuned"))
 
 
-#: Valk's procedures as his code runs them take minutes by default (thousands of trees, a
-#: million Adam steps, 4096 neighbours); the claim holds at any size.
+#: The papers' procedures as their authors' code runs them take minutes by default
+#: (thousands of trees, a million Adam steps, 4096 neighbours, 2000 L-BFGS iterations on
+#: 51 quadrature nodes); the claim holds at any size.
 SMALL = {
     **{name: SMALL_FOREST for name in ("forest_valk_code", "ts_forest_valk_code")},
     **{name: SMALL_KNN for name in ("knn_kl_valk_code", "ts_knn_euc_valk_code")},
     "ts_dec_valk_code": SMALL_DEC,
+    "iop_diag_rahimi_code": SMALL_IOP,
 }
 
 

@@ -17,6 +17,7 @@ from calbench.simplex import log_softmax, probs_to_logits, softmax
 from tests.conftest import overconfident_logits
 from tests.test_reference_dec import SMALL_DEC
 from tests.test_reference_forest import SMALL_FOREST
+from tests.test_reference_iop import SMALL_IOP
 from tests.test_reference_knn import SMALL_KNN
 
 CONF = Path(__file__).parents[1] / "calbench" / "conf" / "method"
@@ -487,7 +488,12 @@ def test_true_map_has_zero_error_and_needs_a_map(synthetic):
 
 #: Reference procedures whose defaults take minutes (thousands of trees, a million Adam
 #: steps, 4096 neighbours): the contracts hold at any size.
-SMALL = {"valk_forest": SMALL_FOREST, "valk_dec": SMALL_DEC, "valk_knn": SMALL_KNN}
+SMALL = {
+    "valk_forest": SMALL_FOREST,
+    "valk_dec": SMALL_DEC,
+    "valk_knn": SMALL_KNN,
+    "rahimi_iop_diag": SMALL_IOP,
+}
 
 
 def _instance(name, synthetic):

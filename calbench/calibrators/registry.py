@@ -52,6 +52,7 @@ from calbench.calibrators.parametric import (
 from calbench.calibrators.reference_bfgs import BFGSVectorScaling
 from calbench.calibrators.reference_dec import ValkDecisionCalibration
 from calbench.calibrators.reference_forest import ValkRandomForest
+from calbench.calibrators.reference_iop import RahimiDiagonal
 from calbench.calibrators.reference_knn import ValkNeighbours
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
@@ -101,6 +102,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "valk_forest": (ValkRandomForest, {}),
     "valk_knn": (ValkNeighbours, {}),
     "valk_dec": (ValkDecisionCalibration, {}),
+    "rahimi_iop_diag": (RahimiDiagonal, {}),
     "venn_abers": (VennAbersCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
     # CalArena's methods (probkit/CalArena, probmetrics 1.3), `calbench.calibrators.calarena`.

@@ -9,7 +9,7 @@ A number is
   a value on a rounding boundary, ...);
 - ``verified cause`` when it differs, and a rule names a calbench method that follows the
   paper's own procedure (``verify:``), and the printed number lies inside the spread of that
-  method's stored cells (one per seed; widened by half a printed unit, since the paper
+  method's stored cells (one per seed or fold; widened by half a printed unit, since the paper
   rounds) -- the cause is then a fact, run in calbench;
 - ``unexplained`` when it differs otherwise: no rule, a rule whose cause has not been run,
   or a procedure whose spread misses the printed number (the row says which);
@@ -92,48 +92,68 @@ def _calbench_values(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+#: What a procedure method's cells differ in: its seed, or (Rahimi et al.'s IOP, whose seed
+#: is fixed) which of the authors' cross-validation models predicts.
+DRAWN = ("seed", "fold")
+
+
 @dataclass(frozen=True)
 class Spread:
-    """A procedure method's outcomes for one (dataset, metric): one value per seed."""
+    """A procedure method's outcomes for one (dataset, metric): one value per draw (seed or
+    fold, `DRAWN`)."""
 
     values: tuple[float, ...]
     seeds: tuple
     cells: tuple[str, ...]
+    drawn: str = "seed"
 
     def describe(self, scale: float, decimals: int) -> str:
         low, high = min(self.values) * scale, max(self.values) * scale
         if self.seeds == (None,):
             return f"{low:.{decimals}f} (deterministic: one cell)"
         seeds = ", ".join(str(s) for s in self.seeds)
-        return f"{low:.{decimals}f} to {high:.{decimals}f} over {len(self.values)} seeds ({seeds})"
+        return (
+            f"{low:.{decimals}f} to {high:.{decimals}f} over {len(self.values)} "
+            f"{self.drawn}s ({seeds})"
+        )
+
+
+def _drawn(params: dict) -> tuple[str, object]:
+    """The parameter a procedure's cells differ in, and its value (None: deterministic)."""
+    for name in DRAWN:
+        if params.get(name) is not None:
+            return name, params[name]
+    return "seed", None
 
 
 def procedure_spreads(results_dir, preset: str, methods) -> dict:
     """(dataset, method, metric) -> `Spread` of the stored cells of each procedure method:
-    every seed's newest cell (``method.params.seed``; one cell where the method has none)."""
+    every draw's newest cell (``method.params.seed`` or ``.fold``; one cell where the method
+    has neither)."""
     store = ResultStore(results_dir)
     rows = store.read(preset, latest=False)
     rows = rows[rows["method"].isin(list(methods))]
     if rows.empty:
         return {}
     cells = rows.sort_values("written").drop_duplicates("config_hash", keep="last")
-    seed_of = {
-        h: ((store.config(h).get("method") or {}).get("params") or {}).get("seed")
+    drawn = {
+        h: _drawn((store.config(h).get("method") or {}).get("params") or {})
         for h in cells["config_hash"]
     }
-    # As text: a method without a seed (None) must stay a group key, not a dropped NaN.
-    cells = cells.assign(method_seed=[str(seed_of[h]) for h in cells["config_hash"]])
-    newest = cells.groupby(["dataset", "method", "method_seed"])["config_hash"].last()
+    # As text: a method without a draw (None) must stay a group key, not a dropped NaN.
+    cells = cells.assign(method_draw=[str(drawn[h]) for h in cells["config_hash"]])
+    newest = cells.groupby(["dataset", "method", "method_draw"])["config_hash"].last()
     rows = rows[rows["config_hash"].isin(newest)]
     means = rows.groupby(["dataset", "method", "metric", "config_hash"])["value"].mean()
     out = {}
     for (dataset, method, metric), part in means.groupby(level=[0, 1, 2]):
         hashes = [key[3] for key in part.index]
-        order = sorted(range(len(hashes)), key=lambda i: str(seed_of[hashes[i]]))
+        order = sorted(range(len(hashes)), key=lambda i: str(drawn[hashes[i]][1]))
         out[(dataset, method, metric)] = Spread(
             tuple(float(part.iloc[i]) for i in order),
-            tuple(seed_of[hashes[i]] for i in order),
+            tuple(drawn[hashes[i]][1] for i in order),
             tuple(hashes[i] for i in order),
+            drawn[hashes[order[0]]][0],
         )
     return out
 
@@ -334,8 +354,8 @@ def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
         "",
         "Status: *equal* = rounds to the printed digits; *within tolerance* = off by no more "
         "than the tolerance the note justifies; *verified cause* = differs, and the paper's "
-        "own procedure, run in calbench (column *procedure*: its spread over seeds), holds "
-        "the printed value; *unexplained* = differs otherwise (the note says what is known "
+        "own procedure, run in calbench (column *procedure*: its spread over seeds or folds), "
+        "holds the printed value; *unexplained* = differs otherwise (the note says what is known "
         "and what is not verified); *not run* = no stored cell. *cells*: the config hashes "
         "of the stored cells the numbers came from (`store/HASH.csv|yaml`).",
         "",
