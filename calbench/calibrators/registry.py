@@ -54,6 +54,7 @@ from calbench.calibrators.reference_dec import ValkDecisionCalibration
 from calbench.calibrators.reference_forest import ValkRandomForest
 from calbench.calibrators.reference_iop import RahimiDiagonal
 from calbench.calibrators.reference_knn import ValkNeighbours
+from calbench.calibrators.reference_newton import KullNewtonTemperature
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
 from calbench.calibrators.structured import StructuredScaling
@@ -99,6 +100,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "keras_ms": (KerasStyleScaling, {"structure": "matrix", "input_space": "logits"}),
     "keras_dir": (KerasStyleScaling, {"structure": "matrix", "input_space": "probabilities"}),
     "bfgs_vs": (BFGSVectorScaling, {}),
+    "newton_ts_clipped": (KullNewtonTemperature, {}),
     "valk_forest": (ValkRandomForest, {}),
     "valk_knn": (ValkNeighbours, {}),
     "valk_dec": (ValkDecisionCalibration, {}),
