@@ -187,6 +187,44 @@ def test_report_statuses_and_tolerance_rules(monkeypatch):
     assert lines[1] == "Unexplained: Gupta Table 1: 2." and "not run" in lines[2]
 
 
+def test_procedure_spreads_run_over_seeds_or_folds_and_keep_each_draws_newest_cell(tmp_path):
+    """A procedure's cells differ in their seed, or (Rahimi et al.'s IOP) in the fold whose
+    model predicts; a draw rerun counts once, by its newest cell."""
+    import os
+
+    from calbench.runner.store import COLUMNS, ResultStore
+
+    store = ResultStore(tmp_path)
+    cells = [
+        ("f1", "iop_proc", {"fold": 1}, 0.30),
+        ("f2", "iop_proc", {"fold": 2}, 0.10),
+        ("f2b", "iop_proc", {"fold": 2}, 0.20),  # fold 2 again, written later
+        ("s7", "dec_proc", {"seed": 7}, 0.50),
+        ("s8", "dec_proc", {"seed": 8}, 0.40),
+        ("d", "knn_proc", {}, 0.60),
+    ]
+    for when, (name, method, params, value) in enumerate(cells):
+        rows = pd.DataFrame({column: [""] for column in COLUMNS}).assign(
+            experiment="p", dataset="c10", method=method, fold=0, metric="brier", value=value
+        )
+        path = store.write(
+            name, rows, yaml.safe_dump({"method": {"name": method, "params": params}})
+        )
+        os.utime(path, (1e9 + when, 1e9 + when))
+    spreads = report_module.procedure_spreads(tmp_path, "p", ["iop_proc", "dec_proc", "knn_proc"])
+    iop = spreads[("c10", "iop_proc", "brier")]
+    assert (iop.values, iop.seeds, iop.cells, iop.drawn) == (
+        (0.3, 0.2),
+        (1, 2),
+        ("f1", "f2b"),
+        "fold",
+    )
+    assert iop.describe(1, 2) == "0.20 to 0.30 over 2 folds (1, 2)"
+    dec = spreads[("c10", "dec_proc", "brier")]
+    assert dec.describe(1, 2) == "0.40 to 0.50 over 2 seeds (7, 8)"
+    assert spreads[("c10", "knn_proc", "brier")].describe(1, 2) == "0.60 (deterministic: one cell)"
+
+
 def test_a_cause_is_verified_only_where_the_procedure_spread_holds_the_printed_number(
     monkeypatch,
 ):
