@@ -90,7 +90,12 @@ def newton_temperature(d, y) -> tuple[float, int]:
 class KullNewtonTemperature(Calibrator):
     """Kull et al.'s TempS of their non-neural study (module docstring): one inverse
     temperature on ``ln p`` (calbench hands probabilities over as ``ln clip(p, tiny)``, as
-    their ``clip_for_log`` does), fitted by their Newton steps on their clipped loss."""
+    their ``clip_for_log`` does), fitted by their Newton steps on their clipped loss.
+
+    Parameters
+    ----------
+    None
+    """
 
     def _fit(self, logits, y):
         d = logits - logits[:, -1:]
