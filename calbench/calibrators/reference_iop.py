@@ -21,7 +21,9 @@ paper's map fitted to its optimum in float64):
 - **Their initialisation.** ``torch.manual_seed(1357)``, then per fold in turn: the six
   ``nn.Linear`` layers (integrand first), one draw for the training loader's iterator, one
   for its ``RandomSampler`` (whose permutation orders the training rows), one for the
-  evaluation loader's iterator. Fold k's start replays folds 1..k-1's draws.
+  evaluation loader's iterator. Fold k's start replays folds 1..k-1's draws. These are the
+  draws today's torch makes (tests/test_reference_iop.py runs their loaders to check); the
+  torch Valk ran is not recorded.
 - **The optimiser.** ``torch.optim.LBFGS(lr=0.1, max_iter=2000, line_search_fn=
   "strong_wolfe")`` on the mean cross-entropy of all training rows at once. Their closure
   does not zero the gradients (``optimizer.zero_grad()`` runs once, before ``step``), so
@@ -159,6 +161,11 @@ class RahimiDiagonal(Calibrator):
             raise CalbenchError(
                 f"iop (Rahimi's code): fold={fold} but there are only n_folds={n_folds}; "
                 f"choose a fold from 1 to {n_folds}."
+            )
+        if len(logits) < n_folds:
+            raise CalbenchError(
+                f"iop (Rahimi's code): {len(logits)} calibration rows cannot make "
+                f"n_folds={n_folds} folds; give at least {n_folds} rows or fewer folds."
             )
         hidden = [check_int(h, "hidden", "iop") for h in self.hidden]
         train = list(KFold(n_folds, shuffle=True, random_state=SEED).split(logits))[fold - 1][0]
