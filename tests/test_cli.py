@@ -217,7 +217,7 @@ def test_kull_uci_preset_on_two_sets_then_its_rank_tables(tmp_path):
         "experiment=kull_uci_offline",
         "dataset=keel_iris,keel_wine",
         "classifier=nbayes,lda",
-        "method=uncal,ts,dir_l2_kull_uci",
+        "method=uncal,ts_kull_uci,dir_l2_kull_uci",
     )
     assert len(rows.groupby(["dataset", "classifier", "method"])) == 12
     assert set(rows["fold"]) == set(range(5)) and set(rows["classifier"]) == {"nbayes", "lda"}

@@ -224,6 +224,7 @@ def test_diag_follows_rahimis_code(fold):
     with torch.no_grad():
         ours = calibrator.model_(torch.from_numpy(test)).numpy()
     np.testing.assert_array_equal(ours, theirs)
-    np.testing.assert_array_equal(
-        calibrator.predict_proba(test.astype(np.float64)), _softmax(theirs)
+    # Their float32 rows, renormalised in float64 (rows off 1 by up to about 1e-7).
+    np.testing.assert_allclose(
+        calibrator.predict_proba(test.astype(np.float64)), _softmax(theirs), rtol=3e-7
     )

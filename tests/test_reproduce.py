@@ -281,7 +281,7 @@ def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
         "histbin_freq",
         "isotonic_plain",
         "histbin_width",
-        "ts",
+        "ts_kull_uci",
         "uncal",
     ]
     rows = [
@@ -317,8 +317,8 @@ def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
         lda.loc["dir_l2_kull_uci", "calbench"] == "1.00" and lda.loc["uncal", "calbench"] == "7.00"
     )
     assert lda.loc["dir_l2_kull_uci", "status"] == "unexplained"  # Kull prints 1.6 for lda
-    assert out.loc[("Table 2", "classifier:all", "ts"), "calbench"] == "6.000"
-    assert out.loc[("Table 2", "classifier:adas", "ts"), "status"] == "not run"
+    assert out.loc[("Table 2", "classifier:all", "ts_kull_uci"), "calbench"] == "6.000"
+    assert out.loc[("Table 2", "classifier:adas", "ts_kull_uci"), "status"] == "not run"
     assert (out.loc["Table 1"]["status"] == "not run").all()  # no p_cw_ece cells
 
 

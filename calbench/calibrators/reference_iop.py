@@ -30,7 +30,8 @@ paper's map fitted to its optimum in float64):
   every evaluation adds its gradient to the sum of all before it, and L-BFGS steers by that
   running sum. That is kept: it is what produced their scores.
 - **Output.** Valk's softmax of the scores (`reference_valk.valk_probabilities`: float32,
-  minus the whole array's largest value).
+  minus the whole array's largest value), renormalised in float64 so that rows sum to 1 as
+  every calibrator's do (float32 rows are off by up to about 1e-7).
 """
 
 from __future__ import annotations
@@ -193,4 +194,5 @@ class RahimiDiagonal(Calibrator):
     def _predict_proba(self, logits):
         with torch.no_grad():
             scores = self.model_(torch.from_numpy(np.asarray(logits, dtype=np.float32)))
-        return valk_probabilities(scores.numpy())
+        probs = valk_probabilities(scores.numpy()).astype(np.float64)
+        return probs / probs.sum(axis=1, keepdims=True)

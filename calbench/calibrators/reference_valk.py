@@ -31,7 +31,10 @@ def valk_temperature(logits, y) -> float:
     logits = np.asarray(logits).astype(np.float32)
 
     def loss(t):
-        return log_loss(global_max_softmax(logits / t), y, clip=1e-15)
+        scores = logits / t
+        with np.errstate(invalid="ignore"):
+            probs = global_max_softmax(scores)
+        return log_loss(_own_max_where_lost(probs, scores), y, clip=1e-15)
 
     return float(minimize(loss, x0=1, options={"maxiter": 50}, method="BFGS").x[0])
 
@@ -43,11 +46,14 @@ def valk_probabilities(logits, temperature: float | None = None) -> np.ndarray:
     logits = np.asarray(logits).astype(np.float32)
     if temperature is not None:
         logits = logits / np.float32(temperature)
-    probs = reference_softmax(logits)
-    # A row whose every logit lies far below the array's largest underflows to 0 / 0 in
-    # his softmax; it takes its own largest logit instead (his rows are all finite).
+    return _own_max_where_lost(reference_softmax(logits), logits)
+
+
+def _own_max_where_lost(probs, scores):
+    """A row whose every score lies far below the array's largest underflows to 0 / 0 in
+    his softmax; it takes its own largest score instead (his rows are all finite)."""
     lost = ~np.isfinite(probs).all(axis=1)
-    probs[lost] = softmax(logits[lost])
+    probs[lost] = softmax(scores[lost])
     return probs
 
 

@@ -51,10 +51,10 @@ from calbench.calibrators.parametric import (
 )
 from calbench.calibrators.reference_bfgs import BFGSVectorScaling
 from calbench.calibrators.reference_dec import ValkDecisionCalibration
+from calbench.calibrators.reference_fixdiag import KullFixedDiagonal
 from calbench.calibrators.reference_forest import ValkRandomForest
 from calbench.calibrators.reference_iop import RahimiDiagonal
 from calbench.calibrators.reference_knn import ValkNeighbours
-from calbench.calibrators.reference_newton import KullNewtonTemperature
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
 from calbench.calibrators.structured import StructuredScaling
@@ -100,7 +100,7 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "keras_ms": (KerasStyleScaling, {"structure": "matrix", "input_space": "logits"}),
     "keras_dir": (KerasStyleScaling, {"structure": "matrix", "input_space": "probabilities"}),
     "bfgs_vs": (BFGSVectorScaling, {}),
-    "newton_ts_clipped": (KullNewtonTemperature, {}),
+    "fixdiag_ts_kull": (KullFixedDiagonal, {}),
     "valk_forest": (ValkRandomForest, {}),
     "valk_knn": (ValkNeighbours, {}),
     "valk_dec": (ValkDecisionCalibration, {}),
