@@ -83,6 +83,8 @@ def _instance(name):
         calibrator.set_params(n_critics=2, epochs=2, steps=3)
     if name == "valk_knn":  # the checks' sets are smaller than his smallest k
         calibrator.set_params(ks=(2, 4), n_cv_folds=2)
+    if name == "rahimi_iop_diag":  # 11 quadrature nodes and 30 L-BFGS steps, not 51 and 2000
+        calibrator.set_params(nb_steps=10, max_iter=30)
     return calibrator
 
 
