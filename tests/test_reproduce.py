@@ -213,7 +213,7 @@ def test_procedure_spreads_run_over_seeds_or_folds_and_keep_each_draws_newest_ce
         os.utime(path, (1e9 + when, 1e9 + when))
     spreads = report_module.procedure_spreads(tmp_path, "p", ["iop_proc", "dec_proc", "knn_proc"])
     iop = spreads[("c10", "iop_proc", "brier")]
-    assert (iop.values, iop.seeds, iop.cells, iop.drawn) == (
+    assert (iop.values, iop.draws, iop.cells, iop.drawn) == (
         (0.3, 0.2),
         (1, 2),
         ("f1", "f2b"),

@@ -103,18 +103,18 @@ class Spread:
     fold, `DRAWN`)."""
 
     values: tuple[float, ...]
-    seeds: tuple
+    draws: tuple
     cells: tuple[str, ...]
     drawn: str = "seed"
 
     def describe(self, scale: float, decimals: int) -> str:
         low, high = min(self.values) * scale, max(self.values) * scale
-        if self.seeds == (None,):
+        if self.draws == (None,):
             return f"{low:.{decimals}f} (deterministic: one cell)"
-        seeds = ", ".join(str(s) for s in self.seeds)
+        draws = ", ".join(str(d) for d in self.draws)
         return (
             f"{low:.{decimals}f} to {high:.{decimals}f} over {len(self.values)} "
-            f"{self.drawn}s ({seeds})"
+            f"{self.drawn}s ({draws})"
         )
 
 
