@@ -18,7 +18,8 @@ What differs from calbench's ``ts`` (the exact optimum of the log-loss on ``ln p
   epochs'; it stops when the best of the last 32 epochs improves on the best before them by
   no more than 1e-4 of it, or after 1024 epochs. Their rows are shuffled between epochs,
   which changes only the order of the sums; calbench keeps them in order.
-- **Prediction** on ``ln clip(p, tiny, 1 - tiny)``: ``softmax(T ln p)``.
+- **Prediction** on ``ln clip(p, tiny, 1 - tiny)``: ``softmax(T ln p)`` (calbench's softmax;
+  theirs skips the max shift, which moves a probability by an ulp at most).
 """
 
 from __future__ import annotations
@@ -26,23 +27,24 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
-from calbench.simplex import TINY
+from calbench.simplex import TINY, softmax
 
 #: Their Adam and stopping settings (``FixedDiagonalDirichletCalibrator.fit`` defaults).
 LR, BETA_1, BETA_2, ADAM_EPS = 1e-3, 0.9, 0.999, 1e-8
 BATCH_SIZE, MAX_EPOCHS, PATIENCE, FACTOR = 128, 1024, 32, 1e-4
 
 
-def _loss_and_gradient(t, log_p, onehot):
+def _loss_and_gradient(t, log_p, onehot, label_log_p):
     """Their ``_objective`` (summed, not averaged) and its derivative in T, with numpy's
-    arithmetic where autograd's would be: a zero probability makes the gradient NaN."""
+    arithmetic where autograd's would be: a zero probability makes the gradient NaN.
+    ``label_log_p`` is each row's ``sum_j y_j ln p_j``, the same at every step."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         powered = np.exp(t * log_p)
         q = powered / powered.sum(axis=1, keepdims=True)
         loss = -np.sum(np.log(np.sum(q * onehot, axis=1)))
         # d/dT of ln q_y = ln p_y - sum_j q_j ln p_j; autograd forms q_j * ln p_j even where
         # q_j = 0 and ln p_j = -inf, which is NaN.
-        gradient = np.sum(np.sum(q * log_p, axis=1) - np.sum(onehot * log_p, axis=1))
+        gradient = np.sum(np.sum(q * log_p, axis=1) - label_log_p)
     return loss, gradient
 
 
@@ -50,13 +52,15 @@ def fixed_diagonal_temperature(log_p, y) -> tuple[float, int]:
     """Their fit on ``ln p`` (-inf where p is 0): the kept T (an inverse temperature) and
     the epochs run."""
     onehot = np.eye(log_p.shape[1])[y]
+    with np.errstate(invalid="ignore"):  # 0 * -inf: NaN, as in their gradient
+        label_log_p = np.sum(onehot * log_p, axis=1)
     steps = len(np.hstack([np.arange(0, len(y), BATCH_SIZE), len(y)])) - 1
     t, kept, m, v = 1.0, 1.0, 0.0, 0.0
     losses = []
     for epoch in range(MAX_EPOCHS):
         epoch_losses = []
         for _ in range(steps):
-            loss, gradient = _loss_and_gradient(t, log_p, onehot)
+            loss, gradient = _loss_and_gradient(t, log_p, onehot, label_log_p)
             m = BETA_1 * m + (1 - BETA_1) * gradient
             v = BETA_2 * v + (1 - BETA_2) * gradient * gradient
             t = t - LR * m / (v**0.5 + ADAM_EPS)
@@ -91,9 +95,4 @@ class KullFixedDiagonal(Calibrator):
         self.inverse_temperature_, self.n_epochs_ = fixed_diagonal_temperature(log_p, y)
 
     def _predict_proba(self, logits):
-        scaled = self.inverse_temperature_ * logits
-        # Their exp(T ln p) needs no shift (ln p <= 0); logits above 0 (data not given as
-        # probabilities) are shifted down so that exp cannot overflow.
-        scaled = scaled - np.maximum(scaled.max(axis=1, keepdims=True), 0.0)
-        powered = np.exp(scaled)
-        return powered / powered.sum(axis=1, keepdims=True)
+        return softmax(self.inverse_temperature_ * logits)
