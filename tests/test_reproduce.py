@@ -222,6 +222,10 @@ def test_procedure_spreads_run_over_seeds_or_folds_and_keep_each_draws_newest_ce
     assert iop.describe(1, 2) == "0.20 to 0.30 over 2 folds (1, 2)"
     dec = spreads[("c10", "dec_proc", "brier")]
     assert dec.describe(1, 2) == "0.40 to 0.50 over 2 seeds (7, 8)"
+    # Draws in numeric order (seed 2 before 10); a run of them named by its ends.
+    assert sorted([10, 2, 1], key=report_module._draw_key) == [1, 2, 10]
+    twenty = report_module.Spread(tuple(0.1 * s for s in range(20)), tuple(range(20)), ("h",) * 20)
+    assert twenty.describe(1, 1) == "0.0 to 1.9 over 20 seeds (0 to 19)"
     assert spreads[("c10", "knn_proc", "brier")].describe(1, 2) == "0.60 (deterministic: one cell)"
 
 

@@ -111,11 +111,24 @@ class Spread:
         low, high = min(self.values) * scale, max(self.values) * scale
         if self.draws == (None,):
             return f"{low:.{decimals}f} (deterministic: one cell)"
-        draws = ", ".join(str(d) for d in self.draws)
+        draws = _draw_list(self.draws)
         return (
             f"{low:.{decimals}f} to {high:.{decimals}f} over {len(self.values)} "
             f"{self.drawn}s ({draws})"
         )
+
+
+def _draw_list(draws) -> str:
+    """``15 to 34`` for a run of consecutive integers, else the draws one by one."""
+    numbers = all(isinstance(d, int) for d in draws)
+    if numbers and len(draws) > 2 and list(draws) == list(range(draws[0], draws[-1] + 1)):
+        return f"{draws[0]} to {draws[-1]}"
+    return ", ".join(str(d) for d in draws)
+
+
+def _draw_key(draw) -> tuple:
+    """Numbers in numeric order (seed 2 before seed 10)."""
+    return (0, draw, "") if isinstance(draw, int | float) else (1, 0, str(draw))
 
 
 def _drawn(params: dict) -> tuple[str, object]:
@@ -148,7 +161,7 @@ def procedure_spreads(results_dir, preset: str, methods) -> dict:
     out = {}
     for (dataset, method, metric), part in means.groupby(level=[0, 1, 2]):
         hashes = [key[3] for key in part.index]
-        order = sorted(range(len(hashes)), key=lambda i: str(drawn[hashes[i]][1]))
+        order = sorted(range(len(hashes)), key=lambda i: _draw_key(drawn[hashes[i]][1]))
         out[(dataset, method, metric)] = Spread(
             tuple(float(part.iloc[i]) for i in order),
             tuple(drawn[hashes[i]][1] for i in order),
