@@ -53,6 +53,78 @@ def test_top1_spline_is_guptas_recalibration(synthetic):
     np.testing.assert_allclose(out.max(axis=1), ref, atol=1e-6)  # the vector carries it
 
 
+def _recalibrate_py(logits, y, new_logits, knots, permutation):
+    """Gupta's recalibrate.py top-1 path written out: scipy 1.5's softmax (``exp(z -
+    logsumexp z)``, its logsumexp transcribed) in float32, the calibration rows sorted by
+    score with ties in ``permutation``'s order, the float32 cumulative score, an
+    independent spline basis, and its ``interpolated_function`` with ``first_above``."""
+    import bisect
+
+    def softmax32(z):
+        z = z.astype(np.float32)
+        a_max = np.amax(z, axis=1, keepdims=True)
+        out = np.log(np.sum(np.exp(z - a_max), axis=1, keepdims=True))
+        out += a_max
+        return np.exp(z - out)
+
+    p, q = softmax32(logits), softmax32(new_logits)
+    scores, labels = p.max(axis=1), (p.argmax(axis=1) == y).astype(float)
+    order = permutation[np.argsort(scores[permutation], kind="stable")]
+    scores, labels, n = scores[order], labels[order], len(scores)
+    gap = np.cumsum(labels) / n - np.cumsum(scores) / n  # float32 cumsum of the scores
+    t = np.linspace(0.0, 1.0, n)
+    coef, *_ = np.linalg.lstsq(_natural_basis_esl(t, knots), gap, rcond=None)
+    step = 1e-6
+    fitted = lambda x: _natural_basis_esl(np.clip(x, 0, 1), knots) @ coef  # noqa: E731
+    slope = (fitted(t + step) - fitted(t - step)) / (2 * step)
+    slope[0] = (fitted(t[:1] + step) - fitted(t[:1]))[0] / step
+    slope[-1] = (fitted(t[-1:]) - fitted(t[-1:] - step))[0] / step
+    acc = slope + scores
+    xs = [float(s) for s in scores]
+
+    def recal(x):
+        if x >= xs[-1]:
+            return acc[-1]
+        if x <= xs[0]:
+            return acc[0]
+        ind = bisect.bisect_left(xs, x)  # first_above: the first x[ind] >= x
+        alpha, beta = x - xs[ind - 1], xs[ind] - x
+        return float((beta * acc[ind] + alpha * acc[ind - 1]) / (alpha + beta))
+
+    return np.clip([recal(float(s)) for s in q.max(axis=1)], 0, 1)
+
+
+def test_reference_code_spline_is_guptas_recalibrate_py(rng):
+    """The *_gupta_code procedure on a small seeded case with many float32 confidences
+    tied at exactly 1.0 (as on DenseNet-40 CIFAR-10): its calibrated confidences are
+    recalibrate.py's, ties in the seed's order, and the output vectors carry them."""
+    from calbench.calibrators.spline import scipy_2020_softmax
+    from tests.conftest import overconfident_logits
+
+    logits, y = overconfident_logits(rng, 600, 4, scale=25.0)
+    new = overconfident_logits(rng, 300, 4, scale=25.0)[0]
+    ties = (logits.max(axis=1) - np.sort(logits, axis=1)[:, -2] > 17).sum()
+    assert ties > 100  # float32 confidences of exactly 1.0
+
+    def code_spline(seed):
+        return make_calibrator(
+            "spline", pseudo_count=0, n_knots=6, reference_code=True, seed=seed
+        ).fit(logits, y)
+
+    for seed in (0, 7):
+        cal = code_spline(seed)
+        ref = _recalibrate_py(
+            logits, y, new, cal.knots_, np.random.default_rng(seed).permutation(len(y))
+        )
+        np.testing.assert_allclose(cal.recalibrate(scipy_2020_softmax(new).max(axis=1)), ref)
+        # the vectors carry them where a top class can have them (at least 1 / k)
+        top, feasible = cal.predict_proba(new).max(axis=1), ref > 1 / 4
+        assert feasible.sum() > 250
+        np.testing.assert_allclose(top[feasible], ref[feasible], atol=1e-6)
+    other = code_spline(1).predict_proba(new).max(axis=1)
+    assert not np.allclose(other, ref, atol=1e-4)  # the order of the ties moves the fit
+
+
 def test_spline_brings_ks_near_zero_and_keeps_accuracy(synthetic):
     cal = make_calibrator("spline", pseudo_count=0, n_knots=6).fit(
         synthetic.logits_cal, synthetic.y_cal

@@ -31,6 +31,7 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from calbench.calibrators.bounds import PseudoCountBound
+from calbench.calibrators.constraints import Flag, NoneOr, Number
 from calbench.errors import CalbenchError, check_int
 from calbench.simplex import softmax
 
@@ -47,18 +48,58 @@ def natural_spline_basis(knots: np.ndarray):
     return [CubicSpline(knots, np.eye(len(knots))[j], bc_type="natural") for j in range(len(knots))]
 
 
-def fit_gap_spline(scores: np.ndarray, hits: np.ndarray, n_knots: int):
+def fit_gap_spline(
+    scores: np.ndarray, hits: np.ndarray, n_knots: int, tie_order=None, float32_sums=False
+):
     """Gupta's recalibration of one score: (sorted calibration scores, their calibrated
-    values, the spline's knot values); see the module docstring."""
-    order = np.argsort(scores, kind="stable")
+    values, the spline's knot values); see the module docstring. Tied scores stay in
+    sample order, or in ``tie_order`` (a permutation of the samples) where one is given.
+    ``float32_sums``: the cumulative score summed in float32, as recalibrate.py's
+    ``np.cumsum`` of its float32 scores is."""
+    if tie_order is None:
+        order = np.argsort(scores, kind="stable")
+    else:
+        order = tie_order[np.argsort(scores[tie_order], kind="stable")]
     sorted_scores, n = scores[order], len(scores)
     fractiles = np.linspace(0.0, 1.0, n)
-    gap = np.cumsum(hits[order] - sorted_scores) / n
+    if float32_sums:
+        summed = np.cumsum(sorted_scores.astype(np.float32)) / np.float32(n)
+        gap = np.cumsum(hits[order]) / n - summed.astype(np.float64)
+    else:
+        gap = np.cumsum(hits[order] - sorted_scores) / n
     knots = np.linspace(0.0, 1.0, n_knots)
     design = np.column_stack([b(fractiles) for b in natural_spline_basis(knots)])
     knot_values, *_ = np.linalg.lstsq(design, gap, rcond=None)
     slope = CubicSpline(knots, knot_values, bc_type="natural").derivative()(fractiles)
     return sorted_scores, sorted_scores + slope, knot_values
+
+
+def scipy_2020_softmax(logits) -> np.ndarray:
+    """The float32 probabilities Gupta's recalibrate.py computed: scipy.special.softmax of
+    the float32 logits as scipy wrote it before 1.9 (PR 16186, 2022), ``exp(z -
+    logsumexp(z))`` in float32, where a confident row's top score rounds to exactly 1.0
+    (2859 of DenseNet-40 CIFAR-10's 5000 calibration rows) and its rows miss summing to 1
+    by float32 rounding."""
+    z = np.asarray(logits, dtype=np.float32)
+    top = z.max(axis=1, keepdims=True)
+    top[~np.isfinite(top)] = 0
+    log_total = np.log(np.exp(z - top).sum(axis=1, keepdims=True)) + top
+    return np.exp(z - log_total).astype(np.float64)
+
+
+def reference_interpolation(scores, sorted_scores, calibrated) -> np.ndarray:
+    """recalibrate.py's ``interpolated_function``, as written: between the neighbouring
+    calibration scores ``x[i-1] < s <= x[i]`` it returns ``(b * y[i] + a * y[i-1]) / (a +
+    b)`` with ``a = s - x[i-1]`` and ``b = x[i] - s``, each end weighted by the *other*
+    end's distance (linear interpolation swaps the weights), and the end values beyond
+    the calibration scores."""
+    x = np.asarray(sorted_scores, dtype=np.float64)
+    s = np.asarray(scores, dtype=np.float64)
+    i = np.clip(np.searchsorted(x, s, side="left"), 1, len(x) - 1)
+    a, b = s - x[i - 1], x[i] - s
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inside = (b * calibrated[i] + a * calibrated[i - 1]) / (a + b)
+    return np.where(s >= x[-1], calibrated[-1], np.where(s <= x[0], calibrated[0], inside))
 
 
 def water_fill(weights: np.ndarray, total: np.ndarray, cap: np.ndarray) -> np.ndarray:
@@ -143,20 +184,46 @@ class SplineCalibrator(PseudoCountBound):
         give classes exactly 0 or 1; the method ``spline`` uses 1, Gupta's variants
         (``spline_gupta``...) 0: their spline's overshoot gives DenseNet-40 CIFAR-10 2722
         confidences of exactly 1.
+    reference_code : bool
+        Follow Gupta's recalibrate.py where it differs from the paper's description: its
+        float32 scores (`scipy_2020_softmax`, many tied at exactly 1.0), its float32
+        cumulative score, and its interpolation of new scores (`reference_interpolation`,
+        which swaps the weights of linear interpolation). The ``*_gupta_code`` methods.
+    seed : int or None
+        The order of tied calibration scores, which moves the fitted spline when many tie:
+        None keeps sample order (a stable sort); an int draws a random order from it.
+        Gupta's code sorted with numpy's unstable quicksort, whose order of ties depends on
+        the numpy build and CPU (numpy 2's SIMD sorts order them unlike numpy 1's
+        introsort) and on the float32 rounding of every score, so his order is not
+        recorded: the seeds of the ``*_gupta_code`` methods span it.
     """
 
     input_kind = "probabilities"
+    _parameter_constraints = {"seed": NoneOr(Number(0, integer=True)), "reference_code": Flag()}
 
-    def __init__(self, n_knots=6, ranks=1, within_top=None, pseudo_count=0.0):
+    def __init__(
+        self,
+        n_knots=6,
+        ranks=1,
+        within_top=None,
+        pseudo_count=0.0,
+        reference_code=False,
+        seed=None,
+    ):
         self.n_knots = n_knots
         self.ranks = ranks
         self.within_top = within_top
         self.pseudo_count = pseudo_count
+        self.reference_code = reference_code
+        self.seed = seed
+
+    def _probabilities(self, logits):
+        return scipy_2020_softmax(logits) if self.reference_code else softmax(logits)
 
     def _fit(self, logits, y):
         n_knots = int(self.n_knots)
         ranks = check_int(self.ranks, "ranks", "spline", minimum=0 if self.within_top else 1)
-        probs = softmax(logits)
+        probs = self._probabilities(logits)
         if ranks > probs.shape[1]:
             raise CalbenchError(f"spline: ranks={ranks} exceeds the {probs.shape[1]} classes.")
         if len(y) < 2 * n_knots:
@@ -166,12 +233,15 @@ class SplineCalibrator(PseudoCountBound):
             )
         rows = np.arange(len(y))
         ranked = np.argsort(-probs, axis=1, kind="stable")
+        tie_order = (
+            None if self.seed is None else np.random.default_rng(self.seed).permutation(len(y))
+        )
         self.knots_ = np.linspace(0.0, 1.0, n_knots)
         self.maps_, self.knot_values_ = [], []
         for r in range(ranks):
             hits = (ranked[:, r] == y).astype(np.float64)
             scores, calibrated, knot_values = fit_gap_spline(
-                probs[rows, ranked[:, r]], hits, n_knots
+                probs[rows, ranked[:, r]], hits, n_knots, tie_order, self.reference_code
             )
             self.maps_.append((scores, calibrated))
             self.knot_values_.append(knot_values)
@@ -182,12 +252,12 @@ class SplineCalibrator(PseudoCountBound):
                 raise CalbenchError(f"spline: within_top={w} exceeds the {probs.shape[1]} classes.")
             summed = np.take_along_axis(probs, ranked[:, :w], axis=1).sum(axis=1)
             hits = (ranked[:, :w] == y[:, None]).any(axis=1).astype(np.float64)
-            self.within_ = fit_gap_spline(summed, hits, n_knots)[:2]
+            self.within_ = fit_gap_spline(summed, hits, n_knots, tie_order, self.reference_code)[:2]
 
-    @staticmethod
-    def _apply(calibration_map, scores):
+    def _apply(self, calibration_map, scores):
         sorted_scores, calibrated = calibration_map
-        return np.clip(np.interp(scores, sorted_scores, calibrated), 0.0, 1.0)
+        interpolate = reference_interpolation if self.reference_code else np.interp
+        return np.clip(interpolate(scores, sorted_scores, calibrated), 0.0, 1.0)
 
     def recalibrate(self, scores: np.ndarray, rank: int = 1) -> np.ndarray:
         """Calibrated r-th largest probabilities for raw r-th scores (rank 1: confidence)."""
@@ -233,7 +303,7 @@ class SplineCalibrator(PseudoCountBound):
         return _place(out, members, share, rest, total)
 
     def _predict_proba(self, logits):
-        probs = softmax(logits)
+        probs = self._probabilities(logits)
         rows = np.arange(len(probs))
         ranked = np.argsort(-probs, axis=1, kind="stable")
         out = probs.copy()
@@ -243,6 +313,10 @@ class SplineCalibrator(PseudoCountBound):
             )
         if self.within_ is not None:
             out = self._within(probs, ranked, out)
+        if self.reference_code:
+            # Rows already sum to 1 up to rounding; renormalising would move tied calibrated
+            # scores by an ulp apart, and the KS error reads every position of a tie.
+            return out
         return out / out.sum(axis=1, keepdims=True)
 
 
