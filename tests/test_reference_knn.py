@@ -23,8 +23,17 @@ def _minkowski_dist(x_test, x_train, p=2):
     return (np.abs(x_test[:, None] - x_train) ** p).sum(axis=2) ** (1 / p)
 
 
+def _numpy1_argpartition(distances, k):
+    """np.argpartition as numpy 1.19 ran it on floats: numpy's classic introselect, which
+    numpy 2 still runs on int16 (its SIMD selection covers 32- and 64-bit types), on each
+    row's dense ranks, NaN ranked last and equal to NaN as numpy's float comparison has it:
+    the same comparisons, so the same swaps."""
+    ranks = [np.unique(row, return_inverse=True)[1].astype(np.int16) for row in distances]
+    return np.array([np.argpartition(r, k) for r in ranks])
+
+
 def _k_closest_uniform(distances, k):
-    k_closest_ids = np.argpartition(distances, k)[:, :k]
+    k_closest_ids = _numpy1_argpartition(distances, k)[:, :k]
     weights = np.zeros(distances.shape)
     np.put_along_axis(weights, k_closest_ids, 1 / k, axis=1)
     return weights

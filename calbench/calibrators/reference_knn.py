@@ -10,8 +10,9 @@ which follow his thesis in float64:
   code writes them: ``sum_j p_j ln(p_j / p_ij)`` and ``sqrt(sum_j (p_j - p_ij)^2)``. A
   calibration probability that underflowed to 0 puts that point at infinite KL distance; a
   test probability of 0 makes ``0 ln 0`` and the whole row of distances NaN.
-- **Neighbours.** ``np.argpartition(d, k)[:, :k]``: numpy's order, NaN last, ties as
-  its introselect leaves them.
+- **Neighbours.** ``np.argpartition(d, k)[:, :k]`` as his numpy 1.19 took them
+  (`numpy1_select`): NaN last, and where a row is NaN or ties at the k-th place, the
+  indices its introselect's swaps leave (numpy 2's SIMD selection takes others).
 - **k, chosen inside the fit.** 32 to 4096 by the mean over ``KFold(10, shuffle=True,
   random_state=0)`` of scikit-learn's log-loss as it was then (clip 1e-15) on the held-out
   fold; a k the fold cannot hold fails in his code and scores 99999, as his ``except`` does.
@@ -28,6 +29,7 @@ import numpy as np
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT, Choice
 from calbench.calibrators.neighbourhood import default_epsilon
+from calbench.calibrators.numpy1_select import k_smallest
 from calbench.calibrators.reference_valk import (
     force_p_to_simplex,
     sklearn_2022_log_loss,
@@ -54,8 +56,8 @@ def valk_distances(test: np.ndarray, train: np.ndarray, metric: str) -> np.ndarr
 
 def neighbour_means(distances: np.ndarray, errors: np.ndarray, k: int) -> np.ndarray:
     """His ``k_closest_uniform`` weights times ``p_i - y_i``: the mean error of each row's
-    k nearest (``argpartition(d, k)``: it needs k < the number of columns)."""
-    nearest = np.argpartition(distances, k)[:, :k]
+    k nearest (numpy 1's ``argpartition(d, k)``: it needs k < the number of columns)."""
+    nearest = k_smallest(distances, k)
     weights = np.zeros(distances.shape)
     np.put_along_axis(weights, nearest, 1 / k, axis=1)
     return np.dot(weights, errors)
