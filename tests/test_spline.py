@@ -21,22 +21,27 @@ def _natural_basis_esl(x, knots):
     return np.column_stack(columns)
 
 
+def _fitted_gap_slope(gap, knots):
+    """The derivative at the linspace fractiles of the least-squares natural spline of the
+    cumulative gap, by central differences on the ESL basis (independent of the
+    calibrator's CubicSpline derivative)."""
+    t = np.linspace(0.0, 1.0, len(gap))
+    coef, *_ = np.linalg.lstsq(_natural_basis_esl(t, knots), gap, rcond=None)
+    step = 1e-6
+    fitted = lambda x: _natural_basis_esl(np.clip(x, 0, 1), knots) @ coef  # noqa: E731
+    slope = (fitted(t + step) - fitted(t - step)) / (2 * step)
+    slope[0] = (fitted(t[:1] + step) - fitted(t[:1]))[0] / step
+    slope[-1] = (fitted(t[-1:]) - fitted(t[-1:] - step))[0] / step
+    return slope
+
+
 def _gupta_reference(scores, hits, knots, new_scores):
     """Gupta's recalibrate.py written out with an independent spline basis: least squares of
     the cumulative (accuracy - score) at linspace fractiles, its derivative added back to the
     sorted scores, then linear interpolation of new scores (end values beyond)."""
     order = np.argsort(scores, kind="stable")
     s, n = scores[order], len(scores)
-    t = np.linspace(0.0, 1.0, n)
-    gap = np.cumsum(hits[order] - s) / n
-    coef, *_ = np.linalg.lstsq(_natural_basis_esl(t, knots), gap, rcond=None)
-    # d/dt of the ESL basis, by central differences on the fitted function (independent of
-    # the calibrator's CubicSpline derivative)
-    step = 1e-6
-    fitted = lambda x: _natural_basis_esl(np.clip(x, 0, 1), knots) @ coef  # noqa: E731
-    slope = (fitted(t + step) - fitted(t - step)) / (2 * step)
-    slope[0] = (fitted(t[:1] + step) - fitted(t[:1]))[0] / step
-    slope[-1] = (fitted(t[-1:]) - fitted(t[-1:] - step))[0] / step
+    slope = _fitted_gap_slope(np.cumsum(hits[order] - s) / n, knots)
     return np.clip(np.interp(new_scores, s, s + slope), 0, 1)
 
 
@@ -72,14 +77,7 @@ def _recalibrate_py(logits, y, new_logits, knots, permutation):
     order = permutation[np.argsort(scores[permutation], kind="stable")]
     scores, labels, n = scores[order], labels[order], len(scores)
     gap = np.cumsum(labels) / n - np.cumsum(scores) / n  # float32 cumsum of the scores
-    t = np.linspace(0.0, 1.0, n)
-    coef, *_ = np.linalg.lstsq(_natural_basis_esl(t, knots), gap, rcond=None)
-    step = 1e-6
-    fitted = lambda x: _natural_basis_esl(np.clip(x, 0, 1), knots) @ coef  # noqa: E731
-    slope = (fitted(t + step) - fitted(t - step)) / (2 * step)
-    slope[0] = (fitted(t[:1] + step) - fitted(t[:1]))[0] / step
-    slope[-1] = (fitted(t[-1:]) - fitted(t[-1:] - step))[0] / step
-    acc = slope + scores
+    acc = _fitted_gap_slope(gap, knots) + scores
     xs = [float(s) for s in scores]
 
     def recal(x):

@@ -91,12 +91,16 @@ def k_smallest(distances: np.ndarray, k: int) -> np.ndarray:
     """``np.argpartition(distances, k)[:, :k]`` as numpy 1.x took it, row by row: numpy's
     own where the k-th smallest is unique (any algorithm takes the same indices), numpy
     1's introselect where NaN or a tie at the k-th place leaves the choice to its swaps."""
-    nearest = np.argpartition(distances, k, axis=1)[:, :k]
-    with np.errstate(invalid="ignore"):
-        edge = np.partition(distances, (k - 1, k), axis=1)[:, k - 1 : k + 1]
+    order = np.argpartition(distances, k, axis=1)
+    nearest = order[:, :k]
+    # The k taken are the k smallest, so the k-th smallest is their largest.
+    tied = (
+        np.take_along_axis(distances, nearest, 1).max(axis=1)
+        == np.take_along_axis(distances, order[:, k : k + 1], 1).ravel()
+    )
     nan = np.isnan(distances)
     for row in np.flatnonzero(nan.all(axis=1)):
         nearest[row] = _all_equal(distances.shape[1], k)[:k]
-    for row in np.flatnonzero((edge[:, 0] == edge[:, 1]) | (nan.any(axis=1) & ~nan.all(axis=1))):
+    for row in np.flatnonzero(tied | (nan.any(axis=1) & ~nan.all(axis=1))):
         nearest[row] = argpartition(distances[row], k)[:k]
     return nearest
