@@ -7,6 +7,7 @@ from scipy import stats
 from calbench.conf_files import metric_sets
 from calbench.data.synthetic import SyntheticTrueMap, sample_labels
 from calbench.errors import CalbenchError
+from calbench.metrics.binned import _binned_error, equal_size_order
 from calbench.runner import bootstrap
 from calbench.runner.bootstrap import (
     BootstrapSettings,
@@ -98,22 +99,30 @@ def test_fast_paths_equal_the_metric_recomputed_on_each_resample(rng, n):
         )
 
 
-def test_equal_scores_are_ordered_by_index_in_equal_size_bins():
+@pytest.mark.parametrize("binning", ["equal_size", "equal_size_stable"])
+def test_equal_scores_keep_the_folds_order_in_equal_size_bins(binning):
     """The documented tie-break of the vectorised equal-size bins: a resample's equal
-    scores lie in test-set order, i.e. the metric on the resample sorted by index."""
+    scores lie in the order the fold's own sort gave them (numpy 1.x's introsort for
+    ``equal_size``, test-set order for ``equal_size_stable``), i.e. the metric on the
+    resample gathered in that order, its ties then kept in place."""
     rng = np.random.default_rng(8)
     n, k = 300, 3
     probs = np.full((n, k), 0.2)
     probs[np.arange(n), rng.integers(0, k, n)] = 0.6  # three distinct rows only
     y = rng.integers(0, k, n)
     fold = FoldPredictions(0, y, probs, probs, 1 - np.eye(k))
-    options = {"n_bins": 7, "binning": "equal_size"}
-    boot = bootstrap_cell([fold], {"classwise_ece": options}, 20, seed=1)
+    boot = bootstrap_cell([fold], {"classwise_ece": {"n_bins": 7, "binning": binning}}, 20, 1)
     indices = resample_indices(y, 20, bootstrap.fold_rng(1, y))
-    expected = [
-        bootstrap._subset(fold, np.sort(i)).scores({"classwise_ece": options})["classwise_ece"]
-        for i in indices
-    ]
+    expected = []
+    for i in indices:
+        per_class = []
+        for j in range(k):
+            position = np.empty(n, dtype=int)
+            position[equal_size_order(probs[:, j], binning)] = np.arange(n)
+            gathered = i[np.argsort(position[i], kind="stable")]
+            scores, outcomes = probs[gathered, j], (y[gathered] == j).astype(float)
+            per_class.append(_binned_error(scores, outcomes, 7, "equal_size_stable", 1))
+        expected.append(np.mean(per_class))
     np.testing.assert_allclose(boot.replicates["classwise_ece"], expected, rtol=1e-12)
 
 

@@ -46,3 +46,22 @@ def test_calibrated_predictions_have_small_ks_and_overconfident_large(synthetic)
     c = synthetic.true_map(synthetic.probs_test)
     assert metrics.ks_error(c, synthetic.y_test) < 0.01
     assert metrics.ks_error(synthetic.probs_test, synthetic.y_test) > 0.05
+
+
+def test_equal_scores_run_in_gupta_codes_numpy1_order():
+    """Gupta's KS (cal_metrics/KS.py: ``scores.argsort()``, then the cumulative score and
+    label curves) under numpy 1.x: its introsort, which numpy 2 still runs for int16, so
+    the written-out reference sorts the scores' dense ranks as int16. Float32-like scores
+    in three long runs of ties, where the order inside a run moves the largest gap."""
+    rng = np.random.default_rng(11)
+    confidence = rng.choice([0.6, 0.75, 0.9], 3000)
+    correct = rng.random(3000) < confidence  # calibrated: the largest gap lies inside a run
+    p = np.column_stack([confidence, 1 - confidence])
+    y = np.where(correct, 0, 1)
+    ranks = np.unique(confidence, return_inverse=True)[1].astype(np.int16)
+    order = np.argsort(ranks, kind="quicksort")
+    gupta = np.abs(np.cumsum(confidence[order]) - np.cumsum(correct[order])).max() / 3000
+    assert metrics.ks_error(p, y) == pytest.approx(gupta, rel=1e-12)
+    stable = np.argsort(confidence, kind="stable")
+    in_sample_order = np.abs(np.cumsum(confidence[stable]) - np.cumsum(correct[stable])).max()
+    assert abs(in_sample_order / 3000 - gupta) > 1e-4  # the order inside the runs matters

@@ -65,6 +65,28 @@ def test_equal_size_bins_split_sorted_scores_evenly():
     np.testing.assert_array_equal(bins, [2, 0, 1, 0, 1, 0, 2])
 
 
+def test_equal_size_bins_cut_ties_as_valks_code_did_under_numpy1():
+    """Valk's EqualSizeBinning (helpers/binnings.py): ``np.argsort(p)``, cut by
+    ``np.array_split``, the gap of each bin's mean weighted by its size. Under his numpy
+    1.19 that argsort was the classic introsort, which numpy 2 still runs for int16: the
+    written-out reference sorts the confidences' dense ranks as int16. A clipped top
+    confidence shared by 40% of the rows straddles several cuts, as his KNN's does."""
+    rng = np.random.default_rng(4)
+    n = 5000
+    confidence = rng.uniform(0.4, 0.99, n)
+    confidence[rng.random(n) < 0.4] = 0.995
+    correct = (rng.random(n) < confidence).astype(float)
+    p = np.column_stack([confidence, (1 - confidence) / 2, (1 - confidence) / 2])
+    y = np.where(correct == 1, 0, 1)
+    ranks = np.unique(confidence, return_inverse=True)[1].astype(np.int16)
+    order = np.argsort(ranks, kind="quicksort")
+    cuts = np.array_split(np.arange(n), 15)
+    valk = sum(abs(confidence[order][b].mean() - correct[order][b].mean()) * len(b) for b in cuts)
+    assert metrics.confidence_ece(p, y, 15, "equal_size") == pytest.approx(valk / n, rel=1e-12)
+    stable = metrics.confidence_ece(p, y, 15, "equal_size_stable")
+    assert abs(stable - valk / n) > 1e-4  # which tied rows fall in which bin matters
+
+
 def test_classwise_ece_hand_example():
     # Two classes, two equal-width bins. Class 0 scores: .2 .4 | .6 .8, labels 0 for rows 1, 3.
     p = np.array([[0.2, 0.8], [0.4, 0.6], [0.6, 0.4], [0.8, 0.2]])

@@ -2,6 +2,7 @@
 `calbench rescore` and the figures without a refit."""
 
 import hashlib
+import os
 
 import numpy as np
 import pytest
@@ -121,6 +122,27 @@ def test_float32_and_none_storage(tmp_path):
         store.predictions(cells["config_hash"].iat[0], "")
     with pytest.raises(CalbenchError, match="predictions='npz'"):
         run_job(plan(*SMALL, "predictions=npz", f"results_dir={tmp_path / 'bad'}"))
+
+
+def test_rescore_reaches_cells_a_later_setting_superseded(tmp_path):
+    """Two runs of one method differing only in a setting (as a procedure's seeds do): the
+    tables read the newer, a procedure's spread reads both, so both are rescored."""
+    for tol in ("1e-6", "1e-8"):
+        run_job(plan(*SMALL, "method=ts", f"+method.params.tol={tol}", f"results_dir={tmp_path}"))
+    store = ResultStore(tmp_path)
+    latest = store.read()["config_hash"].unique()
+    assert len(latest) == 1
+    # The newer setting was run a minute later; rescoring rewrites both files in any order.
+    run_at = {}
+    for cell in store.read(latest=False)["config_hash"].unique():
+        run_at[cell] = 1.7e9 + (60 if cell == latest[0] else 0)
+        os.utime(tmp_path / "store" / f"{cell}.csv", (run_at[cell], run_at[cell]))
+    assert rescore(tmp_path, {"conf_ece_20": {"fn": "confidence_ece", "n_bins": 20}}) == (2, [])
+    rows = store.read(latest=False)
+    assert (rows["metric"] == "conf_ece_20").sum() == 2
+    assert list(store.read()["config_hash"].unique()) == list(latest)  # still the newer one
+    for cell, time in run_at.items():  # adding metrics is not running the cell again
+        assert (tmp_path / "store" / f"{cell}.csv").stat().st_mtime == time
 
 
 def test_rescore_adds_a_metric_from_stored_predictions_without_refitting(tmp_path, monkeypatch):

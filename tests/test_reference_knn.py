@@ -113,3 +113,26 @@ def test_valks_knn_methods_carry_his_settings():
     assert (kl.metric, kl.temperature, kl.n_cv_folds) == ("kl", False, 10)
     assert (euc.metric, euc.temperature) == ("euclidean", True)
     assert kl.ks == (32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+@pytest.mark.slow  # 20-30 s: two KNN fits with 10-fold CV on the published file
+def test_valks_knn_confidence_ece_on_densenet40_needs_his_order_of_ties(published_logits):
+    """Table 4's KNN_kl (3.342) and Table 11's TS+KNN_euc (0.72) confidence-ECE on Kull et
+    al.'s DenseNet-40 CIFAR-10 file, from his code's KNN: thousands of test confidences
+    equal the clipped top value and straddle equal-size cuts, so the number needs the
+    order his np.argsort (numpy 1.19) gave them; a stable sort gives 3.354 and 0.708."""
+    from calbench.metrics import confidence_ece
+    from tests.conftest import load_network
+
+    data = load_network("c10_densenet40", published_logits)
+    for method, printed, in_sample_order in [
+        ("knn_kl_valk_code", 3.342, 3.354),
+        ("ts_knn_euc_valk_code", 0.720, 0.708),
+    ]:
+        probs = (
+            make_calibrator(method).fit(data.logits_cal, data.y_cal).predict_proba(data.logits_test)
+        )
+        ece = 100 * confidence_ece(probs, data.y_test, 15, "equal_size")
+        stable = 100 * confidence_ece(probs, data.y_test, 15, "equal_size_stable")
+        assert round(ece, 3) == pytest.approx(printed), method
+        assert round(stable, 3) == pytest.approx(in_sample_order), method

@@ -11,7 +11,7 @@ which follow his thesis in float64:
   calibration probability that underflowed to 0 puts that point at infinite KL distance; a
   test probability of 0 makes ``0 ln 0`` and the whole row of distances NaN.
 - **Neighbours.** ``np.argpartition(d, k)[:, :k]`` as his numpy 1.19 took them
-  (`numpy1_select`): NaN last, and where a row is NaN or ties at the k-th place, the
+  (`calbench.numpy1_order`): NaN last, and where a row is NaN or ties at the k-th place, the
   indices its introselect's swaps leave (numpy 2's SIMD selection takes others).
 - **k, chosen inside the fit.** 32 to 4096 by the mean over ``KFold(10, shuffle=True,
   random_state=0)`` of scikit-learn's log-loss as it was then (clip 1e-15) on the held-out
@@ -29,13 +29,13 @@ import numpy as np
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT, Choice
 from calbench.calibrators.neighbourhood import default_epsilon
-from calbench.calibrators.numpy1_select import k_smallest
 from calbench.calibrators.reference_valk import (
     force_p_to_simplex,
     sklearn_2022_log_loss,
     valk_probabilities,
     valk_temperature,
 )
+from calbench.numpy1_order import k_smallest
 
 #: Valk's k grid (train_and_save_calibrators.py ``k_s_to_try``).
 KS = (32, 64, 128, 256, 512, 1024, 2048, 4096)

@@ -20,9 +20,16 @@ Binning schemes:
 - ``equal_width``: edges ``b / n_bins``; bin b is ``[e_b, e_{b+1})`` and the
   last bin is closed, so a score of exactly 1.0 falls in the last bin and 0.0 in the first.
   torchmetrics agrees on every score below 1.0 but puts exactly 1.0 in an extra bin.
-- ``equal_size``: the scores sorted (stable) and cut into ``n_bins`` contiguous groups whose
-  sizes differ by at most one (``numpy.array_split``); equal scores may straddle a cut.
-  Valk's tables use it (his code's ``EqualSizeBinning``).
+- ``equal_size``: the scores sorted and cut into ``n_bins`` contiguous groups whose sizes
+  differ by at most one (``numpy.array_split``): Valk's ``EqualSizeBinning``, which his
+  tables use. Equal scores may straddle a cut, and then which of them fall on either side
+  is the sort's choice: his ``np.argsort`` under numpy 1.19, whose introsort calbench
+  follows (`calbench.numpy1_order`). It matters where a calibrator clips many rows to one
+  confidence: on DenseNet-40 CIFAR-10 his KNN's 3411 equal test confidences straddle five
+  cuts, and its confidence-ECE is 3.342 (printed 3.342) in his order, 3.354 in sample order.
+- ``equal_size_stable``: as ``equal_size``, equal scores in sample order (a stable sort):
+  the same bins on any machine without a reference algorithm to follow; calbench's
+  ``equal_size`` before it followed Valk's order.
 - ``digitize``: Kull et al.'s code (``binary_ECE`` in dirichletcal's experiments):
   ``numpy.digitize(p, numpy.linspace(0, 1, n_bins)) - 1``, i.e. ``n_bins - 1`` equal-width
   bins ``[i/(n_bins-1), (i+1)/(n_bins-1))`` and one more holding the scores equal to 1. Their
@@ -33,10 +40,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from calbench import numpy1_order
 from calbench.errors import check_choice, check_int
 from calbench.metrics._checks import probs_and_labels
 
-BINNINGS = ("equal_width", "equal_size", "digitize")
+EQUAL_SIZE = ("equal_size", "equal_size_stable")
+BINNINGS = ("equal_width", *EQUAL_SIZE, "digitize")
 REDUCTIONS = ("mean", "sum")
 
 
@@ -50,11 +59,19 @@ def bin_indices(scores: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
     if binning == "digitize":
         # Kull et al.'s edges exactly as their code computes them, linspace rounding included.
         return np.digitize(scores, np.linspace(0.0, 1.0, n_bins)) - 1
-    order = np.argsort(scores, kind="stable")
+    order = equal_size_order(scores, binning)
     sizes = [len(c) for c in np.array_split(order, n_bins)]
     bins = np.empty(len(scores), dtype=np.int64)
     bins[order] = np.repeat(np.arange(n_bins), sizes)
     return bins
+
+
+def equal_size_order(scores: np.ndarray, binning: str = "equal_size") -> np.ndarray:
+    """The order in which equal-size bins take the scores (module docstring): numpy 1.x's
+    ``argsort``, or with ``equal_size_stable`` equal scores in sample order."""
+    if binning == "equal_size_stable":
+        return np.argsort(scores, kind="stable")
+    return numpy1_order.argsort(scores)
 
 
 def bin_statistics(scores, outcomes, n_bins: int, binning: str):
@@ -100,7 +117,7 @@ def confidence_ece(probs, y, n_bins=15, binning="equal_width", alpha=1) -> float
         Integer labels in ``0 .. n_classes - 1``.
     n_bins : int
         Number of bins.
-    binning : {"equal_width", "equal_size", "digitize"}
+    binning : {"equal_width", "equal_size", "equal_size_stable", "digitize"}
         See the module docstring.
     alpha : {1, 2}
         Order of the norm: 1 the usual ECE, 2 the root of the weighted squared gaps.
@@ -128,7 +145,7 @@ def classwise_ece(probs, y, n_bins=15, binning="equal_width", alpha=1, reduction
         Integer labels in ``0 .. n_classes - 1``.
     n_bins : int
         Number of bins.
-    binning : {"equal_width", "equal_size", "digitize"}
+    binning : {"equal_width", "equal_size", "equal_size_stable", "digitize"}
         See the module docstring.
     alpha : {1, 2}
         Order of the norm: 1 the usual ECE, 2 the root of the weighted squared gaps.
@@ -162,7 +179,7 @@ def mce(probs, y, n_bins=15, binning="equal_width") -> float:
         Integer labels in ``0 .. n_classes - 1``.
     n_bins : int
         Number of bins.
-    binning : {"equal_width", "equal_size", "digitize"}
+    binning : {"equal_width", "equal_size", "equal_size_stable", "digitize"}
         See the module docstring.
 
     Returns
@@ -180,7 +197,7 @@ def mce(probs, y, n_bins=15, binning="equal_width") -> float:
 def sweep_bin_count(scores, outcomes) -> int:
     """The most equal-size bins whose mean outcomes still rise (weakly) from bin to bin
     (Roelofs et al. 2022's monotonic sweep): more bins than that fit noise."""
-    order = np.argsort(scores, kind="stable")
+    order = equal_size_order(scores)
     cumulative = np.concatenate([[0.0], np.cumsum(np.asarray(outcomes, np.float64)[order])])
     n = len(scores)
     best = 1

@@ -59,7 +59,7 @@ def confidence_ece_p_value(
         Integer labels in ``0 .. n_classes - 1``.
     n_bins : int
         Number of bins.
-    binning : {"equal_width", "equal_size", "digitize"}
+    binning : {"equal_width", "equal_size", "equal_size_stable", "digitize"}
         See the module docstring.
     n_resamples : int
         Pseudo-label sets drawn from the predictions.
@@ -103,7 +103,7 @@ def classwise_ece_p_value(
         Integer labels in ``0 .. n_classes - 1``.
     n_bins : int
         Number of bins.
-    binning : {"equal_width", "equal_size", "digitize"}
+    binning : {"equal_width", "equal_size", "equal_size_stable", "digitize"}
         See the module docstring.
     n_resamples : int
         Pseudo-label sets drawn from the predictions.

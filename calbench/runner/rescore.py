@@ -48,10 +48,13 @@ def config_metrics(name: str) -> dict[str, dict]:
 
 
 def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int, list[str]]:
-    """Add ``metrics`` to every latest cell (of ``experiment``, else all); returns the
-    number of cells rescored and the hashes of those stored without predictions."""
+    """Add ``metrics`` to every stored cell (of ``experiment``, else all); returns the
+    number of cells rescored and the hashes of those stored without predictions. Cells
+    whose settings a later run superseded are rescored too: a procedure's spread reads
+    every seed's cell (`calbench.reproduce.comparison`), and a metric whose definition
+    changed must not leave old values among them."""
     store = ResultStore(results_dir)
-    rows = store.read(experiment)
+    rows = store.read(experiment, latest=False)
     if rows.empty:
         where = f"experiment {experiment!r}" if experiment else "any experiment"
         raise CalbenchError(f"No results for {where} in {results_dir}; nothing to rescore.")
@@ -67,7 +70,8 @@ def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int
             for metric, value in fold.scores(metrics).items():
                 added.append({**template[COLUMNS].to_dict(), "metric": metric, "value": value})
         kept = cell[~cell["metric"].isin(metrics)]
-        store.replace_rows(cell_hash, pd.concat([kept[COLUMNS], pd.DataFrame(added)[COLUMNS]]))
+        rows = pd.concat([kept[COLUMNS], pd.DataFrame(added)[COLUMNS]])
+        store.replace_rows(cell_hash, rows, keep_time=True)
         config = store.config(cell_hash)
         if config:
             config["rescored"] = {**(config.get("rescored") or {}), **metrics}

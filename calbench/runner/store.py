@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -91,11 +92,18 @@ class ResultStore:
         path = self._yaml(cell_hash)
         return (load_yaml(path.read_text()) or {}) if path.is_file() else {}
 
-    def replace_rows(self, cell_hash: str, rows: pd.DataFrame, **constants) -> Path:
+    def replace_rows(
+        self, cell_hash: str, rows: pd.DataFrame, keep_time: bool = False, **constants
+    ) -> Path:
         """Write a cell's rows (all of them, at once; `calbench rescore` adds metrics);
-        ``constants`` give columns that hold one value for the whole cell."""
+        ``constants`` give columns that hold one value for the whole cell. With
+        ``keep_time`` the file keeps its time: the time a cell was run, by which `read`
+        tells the latest of several settings, and which adding metrics does not change."""
         path = self._csv(cell_hash)
+        run_time = path.stat().st_mtime if keep_time else None
         atomic_write_text(path, csv_text(rows, COLUMNS, **constants))
+        if run_time is not None:
+            os.utime(path, (run_time, run_time))
         return path
 
     def predictions(self, cell_hash: str, sha256: str) -> list[FoldPredictions]:

@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
+from calbench import numpy1_order
 from calbench.metrics.bayes_risk import loss_gap_terms
-from calbench.metrics.binned import bin_indices, top_label
+from calbench.metrics.binned import EQUAL_SIZE, bin_indices, equal_size_order, top_label
 from calbench.metrics.ks import ks_scores
 
 #: Resamples handled at once: (chunk, n) arrays stay small.
@@ -48,9 +49,10 @@ def _draw_counts(part: np.ndarray, n: int) -> np.ndarray:
 
 def _ks_replicates(fold, indices, mode="top", r=1):
     """Gupta's KS error on every resample at once: a resample sorted by score is its
-    points' ranks sorted, so the scores are sorted once."""
+    points' ranks sorted, so the scores are sorted once (as `ks_error` sorts them; a
+    resample's equal scores keep that order)."""
     scores, outcomes = ks_scores(fold.probs, fold.y, mode, r)
-    order = np.argsort(scores, kind="stable")
+    order = numpy1_order.argsort(scores)
     rank = np.empty(len(order), dtype=np.intp)
     rank[order] = np.arange(len(order))
     gap = scores[order] - np.asarray(outcomes, dtype=np.float64)[order]
@@ -81,9 +83,11 @@ def _fixed_bins(scores, gaps, n_bins, binning):
     return sums
 
 
-def _equal_size_bins(scores, gaps, n_bins):
+def _equal_size_bins(scores, gaps, n_bins, binning):
     """As `_fixed_bins`, for bins of equal size: n_bins contiguous runs of the sorted
-    scores (`numpy.array_split` sizes, which do not depend on the resample)."""
+    scores (`numpy.array_split` sizes, which do not depend on the resample). A resample's
+    equal scores keep the order the whole fold's sort gave them (`equal_size_order`), so
+    the resample of every point once is the fold's own value."""
     n, columns = scores.shape
     sizes = np.array([len(c) for c in np.array_split(np.arange(n), n_bins)], dtype=np.float64)
     cuts = np.cumsum(sizes)
@@ -91,7 +95,7 @@ def _equal_size_bins(scores, gaps, n_bins):
     # Each column's sorting, padded to whole blocks with point n (drawn by no resample).
     padding = np.full(blocks * _BLOCK - n, n)
     orders = [
-        np.concatenate([np.argsort(scores[:, j], kind="stable"), padding]) for j in range(columns)
+        np.concatenate([equal_size_order(scores[:, j], binning), padding]) for j in range(columns)
     ]
     weights = np.vstack([gaps, np.zeros(columns)])
 
@@ -147,8 +151,8 @@ def _binned_replicates(pairs, statistic):
     def replicates(fold, indices, n_bins=15, binning="equal_width", alpha=1, reduction="mean"):
         scores, outcomes = pairs(fold)
         gaps = outcomes - scores
-        if binning == "equal_size":
-            sums = _equal_size_bins(scores, gaps, n_bins)
+        if binning in EQUAL_SIZE:
+            sums = _equal_size_bins(scores, gaps, n_bins, binning)
         else:
             sums = _fixed_bins(scores, gaps, n_bins, binning)
         out = []
