@@ -58,10 +58,10 @@ def test_top1_spline_is_guptas_recalibration(synthetic):
     np.testing.assert_allclose(out.max(axis=1), ref, atol=1e-6)  # the vector carries it
 
 
-def _recalibrate_py(logits, y, new_logits, knots, permutation):
+def _recalibrate_py(logits, y, new_logits, knots, argsort):
     """Gupta's recalibrate.py top-1 path written out: scipy 1.5's softmax (``exp(z -
     logsumexp z)``, its logsumexp transcribed) in float32, the calibration rows sorted by
-    score with ties in ``permutation``'s order, the float32 cumulative score, an
+    score with ``argsort`` (his ``scores.argsort()``), the float32 cumulative score, an
     independent spline basis, and its ``interpolated_function`` with ``first_above``."""
     import bisect
 
@@ -74,7 +74,7 @@ def _recalibrate_py(logits, y, new_logits, knots, permutation):
 
     p, q = softmax32(logits), softmax32(new_logits)
     scores, labels = p.max(axis=1), (p.argmax(axis=1) == y).astype(float)
-    order = permutation[np.argsort(scores[permutation], kind="stable")]
+    order = argsort(scores)
     scores, labels, n = scores[order], labels[order], len(scores)
     gap = np.cumsum(labels) / n - np.cumsum(scores) / n  # float32 cumsum of the scores
     acc = _fitted_gap_slope(gap, knots) + scores
@@ -92,10 +92,17 @@ def _recalibrate_py(logits, y, new_logits, knots, permutation):
     return np.clip([recal(float(s)) for s in q.max(axis=1)], 0, 1)
 
 
+def _numpy1_argsort(scores):
+    """``scores.argsort()`` under numpy 1.x: its introsort, which numpy 2 still runs for
+    int16 (the scores' dense ranks here)."""
+    return np.argsort(np.unique(scores, return_inverse=True)[1].astype(np.int16))
+
+
 def test_reference_code_spline_is_guptas_recalibrate_py(rng):
     """The *_gupta_code procedure on a small seeded case with many float32 confidences
     tied at exactly 1.0 (as on DenseNet-40 CIFAR-10): its calibrated confidences are
-    recalibrate.py's, ties in the seed's order, and the output vectors carry them."""
+    recalibrate.py's under numpy 1.x, ties in its introsort's order, and the output vectors
+    carry them; a drawn order of the ties (``seed``) is recalibrate.py's with that order."""
     from calbench.calibrators.spline import scipy_2020_softmax
     from tests.conftest import overconfident_logits
 
@@ -109,18 +116,21 @@ def test_reference_code_spline_is_guptas_recalibrate_py(rng):
             "spline", pseudo_count=0, n_knots=6, reference_code=True, seed=seed
         ).fit(logits, y)
 
-    for seed in (0, 7):
+    def drawn(seed):
+        permutation = np.random.default_rng(seed).permutation(len(y))
+        return lambda scores: permutation[np.argsort(scores[permutation], kind="stable")]
+
+    for seed, argsort in [(None, _numpy1_argsort), (7, drawn(7))]:
         cal = code_spline(seed)
-        ref = _recalibrate_py(
-            logits, y, new, cal.knots_, np.random.default_rng(seed).permutation(len(y))
-        )
+        ref = _recalibrate_py(logits, y, new, cal.knots_, argsort)
         np.testing.assert_allclose(cal.recalibrate(scipy_2020_softmax(new).max(axis=1)), ref)
         # the vectors carry them where a top class can have them (at least 1 / k)
         top, feasible = cal.predict_proba(new).max(axis=1), ref > 1 / 4
         assert feasible.sum() > 250
         np.testing.assert_allclose(top[feasible], ref[feasible], atol=1e-6)
-    other = code_spline(1).predict_proba(new).max(axis=1)
-    assert not np.allclose(other, ref, atol=1e-4)  # the order of the ties moves the fit
+    stable = _recalibrate_py(logits, y, new, cal.knots_, lambda s: np.argsort(s, kind="stable"))
+    numpy1 = code_spline(None).recalibrate(scipy_2020_softmax(new).max(axis=1))
+    assert not np.allclose(numpy1, stable, atol=1e-4)  # the order of the ties moves the fit
 
 
 def test_spline_brings_ks_near_zero_and_keeps_accuracy(synthetic):

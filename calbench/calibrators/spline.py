@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.interpolate import CubicSpline
 
+from calbench import numpy1_order
 from calbench.calibrators.bounds import PseudoCountBound
 from calbench.calibrators.constraints import Flag, NoneOr, Number
 from calbench.errors import CalbenchError, check_int
@@ -48,18 +49,19 @@ def natural_spline_basis(knots: np.ndarray):
     return [CubicSpline(knots, np.eye(len(knots))[j], bc_type="natural") for j in range(len(knots))]
 
 
+def stable_argsort(scores: np.ndarray) -> np.ndarray:
+    """The scores' order with tied scores in sample order."""
+    return np.argsort(scores, kind="stable")
+
+
 def fit_gap_spline(
-    scores: np.ndarray, hits: np.ndarray, n_knots: int, tie_order=None, float32_sums=False
+    scores: np.ndarray, hits: np.ndarray, n_knots: int, argsort=stable_argsort, float32_sums=False
 ):
     """Gupta's recalibration of one score: (sorted calibration scores, their calibrated
-    values, the spline's knot values); see the module docstring. Tied scores stay in
-    sample order, or in ``tie_order`` (a permutation of the samples) where one is given.
-    ``float32_sums``: the cumulative score summed in float32, as recalibrate.py's
-    ``np.cumsum`` of its float32 scores is."""
-    if tie_order is None:
-        order = np.argsort(scores, kind="stable")
-    else:
-        order = tie_order[np.argsort(scores[tie_order], kind="stable")]
+    values, the spline's knot values); see the module docstring. ``argsort`` orders the
+    scores, which decides the order of tied ones. ``float32_sums``: the cumulative score
+    summed in float32, as recalibrate.py's ``np.cumsum`` of its float32 scores is."""
+    order = argsort(scores)
     sorted_scores, n = scores[order], len(scores)
     fractiles = np.linspace(0.0, 1.0, n)
     if float32_sums:
@@ -78,8 +80,8 @@ def scipy_2020_softmax(logits) -> np.ndarray:
     """The float32 probabilities Gupta's recalibrate.py computed: scipy.special.softmax of
     the float32 logits as scipy wrote it before 1.9 (PR 16186, 2022), ``exp(z -
     logsumexp(z))`` in float32, where a confident row's top score rounds to exactly 1.0
-    (2859 of DenseNet-40 CIFAR-10's 5000 calibration rows) and its rows miss summing to 1
-    by float32 rounding."""
+    (3257 of DenseNet-40 CIFAR-10's 5000 calibration rows; 2859 with today's softmax, which
+    divides by the sum instead) and its rows miss summing to 1 by float32 rounding."""
     z = np.asarray(logits, dtype=np.float32)
     top = z.max(axis=1, keepdims=True)
     top[~np.isfinite(top)] = 0
@@ -190,12 +192,12 @@ class SplineCalibrator(PseudoCountBound):
         cumulative score, and its interpolation of new scores (`reference_interpolation`,
         which swaps the weights of linear interpolation). The ``*_gupta_code`` methods.
     seed : int or None
-        The order of tied calibration scores, which moves the fitted spline when many tie:
-        None keeps sample order (a stable sort); an int draws a random order from it.
-        Gupta's code sorted with numpy's unstable quicksort, whose order of ties depends on
-        the numpy build and CPU (numpy 2's SIMD sorts order them unlike numpy 1's
-        introsort) and on the float32 rounding of every score, so his order is not
-        recorded: the seeds of the ``*_gupta_code`` methods span it.
+        The order of tied calibration scores, which moves the fitted spline when many tie.
+        None: with ``reference_code`` the order recalibrate.py's ``scores.argsort()`` gave
+        them under the numpy 1.x of 2020 (its introsort, `calbench.numpy1_order`; numpy 2's
+        SIMD sorts order ties otherwise), else sample order (a stable sort). An int draws a
+        random order from it: a study of how far the order of ties can move the fit, not
+        what any numpy did.
     """
 
     input_kind = "probabilities"
@@ -233,15 +235,13 @@ class SplineCalibrator(PseudoCountBound):
             )
         rows = np.arange(len(y))
         ranked = np.argsort(-probs, axis=1, kind="stable")
-        tie_order = (
-            None if self.seed is None else np.random.default_rng(self.seed).permutation(len(y))
-        )
+        argsort = self._tie_sort(len(y))
         self.knots_ = np.linspace(0.0, 1.0, n_knots)
         self.maps_, self.knot_values_ = [], []
         for r in range(ranks):
             hits = (ranked[:, r] == y).astype(np.float64)
             scores, calibrated, knot_values = fit_gap_spline(
-                probs[rows, ranked[:, r]], hits, n_knots, tie_order, self.reference_code
+                probs[rows, ranked[:, r]], hits, n_knots, argsort, self.reference_code
             )
             self.maps_.append((scores, calibrated))
             self.knot_values_.append(knot_values)
@@ -252,7 +252,14 @@ class SplineCalibrator(PseudoCountBound):
                 raise CalbenchError(f"spline: within_top={w} exceeds the {probs.shape[1]} classes.")
             summed = np.take_along_axis(probs, ranked[:, :w], axis=1).sum(axis=1)
             hits = (ranked[:, :w] == y[:, None]).any(axis=1).astype(np.float64)
-            self.within_ = fit_gap_spline(summed, hits, n_knots, tie_order, self.reference_code)[:2]
+            self.within_ = fit_gap_spline(summed, hits, n_knots, argsort, self.reference_code)[:2]
+
+    def _tie_sort(self, n: int):
+        """How the calibration scores are sorted (``seed``): the order of tied ones."""
+        if self.seed is not None:
+            drawn = np.random.default_rng(self.seed).permutation(n)
+            return lambda scores: drawn[np.argsort(scores[drawn], kind="stable")]
+        return numpy1_order.argsort if self.reference_code else stable_argsort
 
     def _apply(self, calibration_map, scores):
         sorted_scores, calibrated = calibration_map

@@ -28,7 +28,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from calbench.conf_files import load_yaml
+from calbench.conf_files import group_files, load_yaml, read_group, swept_values
 from calbench.reproduce.published import not_reproducible, published
 from calbench.runner.bootstrap import stored_bootstrap
 from calbench.runner.store import ResultStore
@@ -139,10 +139,39 @@ def _drawn(params: dict) -> tuple[str, object]:
     return "seed", None
 
 
+def procedure_presets(preset: str) -> list[str]:
+    """``PRESET_procedure`` and any ``PRESET_procedure_*``: the paper's own fitting
+    procedures for ``preset`` that are shipped (several where their sweeps differ: seeds
+    swept for some, a seed fixed by the authors' code for others)."""
+    names = group_files("experiment")
+    twin = f"{preset}_procedure"
+    return sorted(n for n in names if n == twin or n.startswith(f"{twin}_"))
+
+
+def configured_draws(preset: str, method: str) -> set[str] | None:
+    """The draws (as text) the shipped configs give a procedure method: the values of
+    ``method.params.seed`` (or ``.fold``) that the preset's procedure twins sweep it over,
+    else its method config's own value ("None": deterministic); None for a method without
+    a shipped config (every draw counts). A stored cell of another draw is left from an
+    earlier configuration and stays out of the spread."""
+    methods = read_group("method")
+    if method not in methods:
+        return None
+    experiments = read_group("experiment")
+    swept = set()
+    for twin in procedure_presets(preset):
+        if method in swept_values(experiments[twin], "method"):
+            for name in DRAWN:
+                swept |= set(swept_values(experiments[twin], f"method.params.{name}"))
+    if swept:
+        return swept
+    return {str(_drawn(methods[method].get("params") or {})[1])}
+
+
 def procedure_spreads(results_dir, preset: str, methods) -> dict:
     """(dataset, method, metric) -> `Spread` of the stored cells of each procedure method:
-    every draw's newest cell (``method.params.seed`` or ``.fold``; one cell where the method
-    has neither)."""
+    the newest cell of every draw its configs give (``method.params.seed`` or ``.fold``;
+    one cell where the method has neither; `configured_draws`)."""
     store = ResultStore(results_dir)
     rows = store.read(preset, latest=False)
     rows = rows[rows["method"].isin(list(methods))]
@@ -155,6 +184,9 @@ def procedure_spreads(results_dir, preset: str, methods) -> dict:
     }
     # As text: a method without a draw (None) must stay a group key, not a dropped NaN.
     cells = cells.assign(method_draw=[str(drawn[h]) for h in cells["config_hash"]])
+    configured = {m: configured_draws(preset, m) for m in cells["method"].unique()}
+    pairs = zip(cells["method"], cells["config_hash"], strict=True)
+    cells = cells[[configured[m] is None or str(drawn[h][1]) in configured[m] for m, h in pairs]]
     newest = cells.groupby(["dataset", "method", "method_draw"])["config_hash"].last()
     rows = rows[rows["config_hash"].isin(newest)]
     means = rows.groupby(["dataset", "method", "metric", "config_hash"])["value"].mean()

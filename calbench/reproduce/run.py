@@ -19,10 +19,16 @@ import time
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
-from calbench.conf_files import group_files, read_group, swept_values
+from calbench.conf_files import read_group, swept_values
 from calbench.errors import CalbenchError
 from calbench.reproduce.calarena import BENCHMARKS, method_table
-from calbench.reproduce.comparison import compare, interval_summary, render_markdown, summary
+from calbench.reproduce.comparison import (
+    compare,
+    interval_summary,
+    procedure_presets,
+    render_markdown,
+    summary,
+)
 from calbench.reproduce.published import presets, published
 
 #: What ``calbench reproduce all`` runs: the deep-net papers and CalArena (minutes).
@@ -35,15 +41,6 @@ def preset_datasets(preset: str) -> list[str]:
     from calbench.data.registry import experiments_using
 
     return sorted(name for name, used in experiments_using().items() if preset in used)
-
-
-def procedure_presets(preset: str) -> list[str]:
-    """``PRESET_procedure`` and any ``PRESET_procedure_*``: the paper's own fitting
-    procedures for ``preset`` that are shipped (several where their sweeps differ: seeds
-    swept for some, a seed fixed by the authors' code for others)."""
-    names = group_files("experiment")
-    twin = f"{preset}_procedure"
-    return sorted(n for n in names if n == twin or n.startswith(f"{twin}_"))
 
 
 def run_preset(preset: str, datasets: list[str], data_dir, results_dir) -> None:
