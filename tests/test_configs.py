@@ -104,7 +104,8 @@ def _hashed_compositions():
 def test_cell_hashes_are_those_stored_sweeps_were_written_under():
     """A stored cell is found by its hash: every shipped composition keeps the hash it had
     before the runner read configs through a plan (323 of them; rewritten when
-    the pseudo-count bound renamed the papers' isotonic and IOP maps, *_plain)."""
+    the pseudo-count bound renamed the papers' isotonic and IOP maps, *_plain, and for
+    Valk's and Gupta's Keras maps when they took the unclipped loss of their Keras)."""
     expected = json.loads(HASHES.read_text())
     got = {" ".join(o): plan_cell(_compose(*o)).hash for o in _hashed_compositions()}
     assert len(expected) == 323 and set(expected) <= set(got)

@@ -20,21 +20,28 @@ def _holdout_plan(method: dict):
     return plan_cell(CellSpec("t", 15, {}, method, {"name": "nll"}, loss, shift, protocol, {}))
 
 
-def _data(n=300, k=3, seed=0):
+def _data(n=300, k=3, seed=0, confidently_wrong=0):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, k, n)
     logits = rng.normal(size=(n, k)) + 3.0 * np.eye(k)[y]
     logits[:20] *= 8.0  # confident rows, where Keras's clip at 1e-7 binds
+    # ... and where they are wrong, a true-class probability below 1e-7: its gradient
+    # vanishes under the clip, not under the logits' loss
+    y[:confidently_wrong] = (y[:confidently_wrong] + 1) % k
     return logits.astype(np.float32).astype(np.float64), y
 
 
-def _keras_fit_written_out(x, y, *, l2, mu, odir, lr, epochs, patience, seed, double_fit):
+def _keras_fit_written_out(
+    x, y, *, l2, mu, odir, lr, epochs, patience, seed, double_fit, clip=True
+):
     """Keras 2.2's ``model.fit`` of Dirichlet_NN, step by step, in float64 with torch's
     autograd for the gradient: np.random.seed(seed) then one permutation per epoch, batches
     of 128, loss = mean sparse CE on clip(softmax, 1e-7, 1 - 1e-7) + l2 * (off-)diagonal
     squares + mu * bias squares, Adam with lr_t = lr sqrt(1 - b2^t) / (1 - b1^t) and eps
     1e-7, early stopping on the epoch's mean loss, then (double_fit) the same at lr / 10
-    from the result with a fresh Adam."""
+    from the result with a fresh Adam. ``clip=False``: Keras 2.3 and TensorFlow 2's Keras,
+    whose backend hands a softmax layer's logits to sparse_softmax_cross_entropy_with_logits
+    instead."""
     np.random.seed(seed)  # noqa: NPY002 -- the global generator, as their constructors seed it
     n, k = x.shape
     x, labels = torch.tensor(x, dtype=torch.float64), torch.tensor(y)
@@ -52,8 +59,10 @@ def _keras_fit_written_out(x, y, *, l2, mu, odir, lr, epochs, patience, seed, do
             total = 0.0
             for start in range(0, n, 128):
                 i = torch.from_numpy(order[start : start + 128])
-                p = torch.softmax(x[i] @ weights.T + bias, dim=1).clamp(1e-7, 1 - 1e-7)
-                ce = -torch.log_softmax(p.log(), dim=1)[torch.arange(len(i)), labels[i]]
+                logit = x[i] @ weights.T + bias
+                if clip:
+                    logit = torch.softmax(logit, dim=1).clamp(1e-7, 1 - 1e-7).log()
+                ce = -torch.log_softmax(logit, dim=1)[torch.arange(len(i)), labels[i]]
                 loss = ce.mean() + l2 * ((weights * mask) ** 2).sum() + mu * (bias**2).sum()
                 grads = torch.autograd.grad(loss, [weights, bias])
                 t += 1
@@ -78,22 +87,14 @@ def _keras_fit_written_out(x, y, *, l2, mu, odir, lr, epochs, patience, seed, do
 
 
 @pytest.mark.parametrize(
-    "l2,mu,odir", [(0.01, 0.001, True), (0.05, 0.05, False)], ids=["odir", "l2"]
+    "l2,mu,odir,clip",
+    [(0.01, 0.001, True, True), (0.05, 0.05, False, True), (0.01, 0.001, True, False)],
+    ids=["odir", "l2", "odir_keras_2_3_loss"],
 )
-def test_keras_layer_follows_the_keras_procedure(l2, mu, odir):
-    logits, y = _data()
-    expected = _keras_fit_written_out(
-        logits,
-        y,
-        l2=l2,
-        mu=mu,
-        odir=odir,
-        lr=0.05,
-        epochs=40,
-        patience=2,
-        seed=15,
-        double_fit=True,
-    )
+def test_keras_layer_follows_the_keras_procedure(l2, mu, odir, clip):
+    logits, y = _data(confidently_wrong=0 if clip else 5)
+    settings = dict(l2=l2, mu=mu, odir=odir, lr=0.05, epochs=40, patience=2, seed=15)
+    expected = _keras_fit_written_out(logits, y, **settings, double_fit=True, clip=clip)
     fitted = make_calibrator(
         "keras_ms",
         l2=l2,
@@ -103,7 +104,11 @@ def test_keras_layer_follows_the_keras_procedure(l2, mu, odir):
         max_epochs=40,
         patience=2,
         seed=15,
+        loss_clip=1e-7 if clip else None,
     ).fit(logits, y)
+    if not clip:  # the clip binds on the confidently wrong rows: the two losses fit apart
+        other = _keras_fit_written_out(logits, y, **settings, double_fit=True, clip=True)
+        assert np.abs(other[0] - expected[0]).max() > 1e-3
     # float32 against float64 over ~150 Adam steps: agreement to a few 1e-5
     np.testing.assert_allclose(fitted.coef_, expected[0], atol=5e-5)
     np.testing.assert_allclose(fitted.intercept_, expected[1], atol=5e-5)

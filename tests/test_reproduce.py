@@ -239,8 +239,8 @@ def test_a_spread_holds_only_the_draws_the_shipped_configs_give(tmp_path):
         ("old0", "spline_gupta_code", {"seed": 0}, 0.80),  # drawn orders, dropped since
         ("old1", "spline_gupta_code", {"seed": 1}, 0.90),
         ("now", "spline_gupta_code", {"seed": None}, 0.67),
-        ("s3", "ms_odir_kull_keras_tuned", {"seed": 3}, 0.99),  # not among seeds 15 to 34
-        ("s15", "ms_odir_kull_keras_tuned", {"seed": 15}, 0.91),
+        ("s3", "ms_odir_gupta_keras", {"seed": 3}, 0.99),  # not among seeds 15 to 34
+        ("s15", "ms_odir_gupta_keras", {"seed": 15}, 0.91),
     ]
     for name, method, params, value in cells:
         rows = pd.DataFrame({column: [""] for column in COLUMNS}).assign(
@@ -249,10 +249,10 @@ def test_a_spread_holds_only_the_draws_the_shipped_configs_give(tmp_path):
         store.write(name, rows, yaml.safe_dump({"method": {"name": method, "params": params}}))
     assert report_module.configured_draws("gupta_ks", "spline_gupta_code") == {"None"}
     spreads = report_module.procedure_spreads(
-        tmp_path, "gupta_ks", ["spline_gupta_code", "ms_odir_kull_keras_tuned"]
+        tmp_path, "gupta_ks", ["spline_gupta_code", "ms_odir_gupta_keras"]
     )
     assert spreads[("c10", "spline_gupta_code", "ks")].cells == ("now",)
-    assert spreads[("c10", "ms_odir_kull_keras_tuned", "ks")].cells == ("s15",)
+    assert spreads[("c10", "ms_odir_gupta_keras", "ks")].cells == ("s15",)
 
 
 def test_a_cause_is_verified_only_where_the_procedure_spread_holds_the_printed_number(
@@ -475,7 +475,7 @@ def _intervals_hold_the_equal_numbers(results_dir, preset):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "preset,at_least,verified",
-    [("gupta_ks", 11, 8), ("kull_deepnet", 7, 5), ("valk_real", 88, 22)],
+    [("gupta_ks", 11, 11), ("kull_deepnet", 7, 5), ("valk_real", 88, 22)],
 )
 def test_whole_preset_on_densenet40_every_difference_explained(
     tmp_path, published_logits, preset, at_least, verified

@@ -12,7 +12,9 @@ procedure gives rather than against a guess about it:
   row; MS-ODIR and VecS read the logits;
 - the loss is Keras 2.2's ``sparse_categorical_crossentropy`` on the softmax output:
   ``-log(clip(p_y, 1e-7, 1 - 1e-7) / sum_j clip(p_j, 1e-7, 1 - 1e-7))``, whose gradient
-  vanishes where the clip binds (``loss_clip=None``: the exact log-loss instead);
+  vanishes where the clip binds (``loss_clip=None``: the exact log-loss from the layer's
+  logits instead, as Keras 2.3 on and TensorFlow 2's Keras compute it for a softmax output:
+  Gupta's and Valk's runs);
 - the penalty is added to each batch's mean loss unscaled: ``l2 * sum_{i != j} W_ij^2``
   (ODIR) or ``l2 * sum W_ij^2`` (L2) on the kernel, ``mu * sum b_j^2`` on the bias; note
   that calbench's ``reg_lambda`` and ``reg_mu`` divide by ``k(k-1)`` and ``k`` instead;
