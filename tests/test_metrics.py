@@ -87,6 +87,20 @@ def test_equal_size_bins_cut_ties_as_valks_code_did_under_numpy1():
     assert abs(stable - valk / n) > 1e-4  # which tied rows fall in which bin matters
 
 
+def test_equal_size_bins_take_numpy1s_order_only_where_ties_straddle_a_cut(rng):
+    """bin_indices sorts in sample order unless a run of equal scores straddles a cut:
+    the bins are those of numpy 1.x's whole order either way."""
+    from calbench.metrics.binned import equal_size_order
+
+    for _ in range(200):
+        n, k = int(rng.integers(1, 300)), int(rng.integers(1, 20))
+        scores = rng.integers(0, int(rng.integers(1, 30)), n) / 7.0
+        order = equal_size_order(scores)
+        expected = np.empty(n, dtype=int)
+        expected[order] = np.repeat(np.arange(k), [len(c) for c in np.array_split(order, k)])
+        np.testing.assert_array_equal(bin_indices(scores, k, "equal_size"), expected)
+
+
 def test_classwise_ece_hand_example():
     # Two classes, two equal-width bins. Class 0 scores: .2 .4 | .6 .8, labels 0 for rows 1, 3.
     p = np.array([[0.2, 0.8], [0.4, 0.6], [0.6, 0.4], [0.8, 0.2]])

@@ -59,8 +59,14 @@ def bin_indices(scores: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
     if binning == "digitize":
         # Kull et al.'s edges exactly as their code computes them, linspace rounding included.
         return np.digitize(scores, np.linspace(0.0, 1.0, n_bins)) - 1
-    order = equal_size_order(scores, binning)
-    sizes = [len(c) for c in np.array_split(order, n_bins)]
+    sizes = [len(c) for c in np.array_split(np.arange(len(scores)), n_bins)]
+    order = np.argsort(scores, kind="stable")
+    # Which equal scores fall on either side of a cut is the only thing the order of ties
+    # decides; where no run of them straddles a cut, sample order gives the same bins.
+    cuts = np.cumsum(sizes)[:-1]
+    cuts = cuts[(cuts > 0) & (cuts < len(scores))]
+    if binning == "equal_size" and (scores[order[cuts - 1]] == scores[order[cuts]]).any():
+        order = equal_size_order(scores, binning)
     bins = np.empty(len(scores), dtype=np.int64)
     bins[order] = np.repeat(np.arange(n_bins), sizes)
     return bins
