@@ -27,11 +27,6 @@ import functools
 import numpy as np
 
 
-def _less(a: float, b: float) -> bool:
-    """numpy's ``@TYPE@_LT`` for floats: NaN after every number."""
-    return a < b or (b != b and a == a)
-
-
 def _ranks(values) -> list[int]:
     """Dense ranks of the values as Python ints, NaN above every number and equal to each
     other: the order numpy's ``@TYPE@_LT`` compares by, so comparing the ranks is comparing
@@ -133,21 +128,21 @@ def argsort(values) -> np.ndarray:
 
 def argpartition(values, kth: int) -> np.ndarray:
     """numpy 1.x's ``np.argpartition(values, kth)`` of one row (``aintroselect``)."""
-    v = [float(x) for x in values]
+    v = _ranks(values)
     n = len(v)
     t = list(range(n))
     if kth < 3:  # numpy's O(n * kth) selection for a very small kth
         for i in range(kth + 1):
             low, low_value = i, v[t[i]]
             for j in range(i + 1, n):
-                if _less(v[t[j]], low_value):
+                if v[t[j]] < low_value:
                     low, low_value = j, v[t[j]]
             t[i], t[low] = t[low], t[i]
         return np.array(t)
     if kth == n - 1:  # inexact types: the last of the largest goes to the end
         top, top_value = 0, v[0]
         for j in range(1, n):
-            if not _less(v[t[j]], top_value):
+            if not v[t[j]] < top_value:
                 top, top_value = j, v[t[j]]
         t[kth], t[top] = t[top], t[kth]
         return np.array(t)
@@ -159,21 +154,21 @@ def argpartition(values, kth: int) -> np.ndarray:
             raise NotImplementedError("numpy's median-of-medians fallback is not followed")
         mid = low + (high - low) // 2
         # median of 3 to low, the smallest of the 3 to low + 1
-        if _less(v[t[high]], v[t[mid]]):
+        if v[t[high]] < v[t[mid]]:
             t[high], t[mid] = t[mid], t[high]
-        if _less(v[t[high]], v[t[low]]):
+        if v[t[high]] < v[t[low]]:
             t[high], t[low] = t[low], t[high]
-        if _less(v[t[low]], v[t[mid]]):
+        if v[t[low]] < v[t[mid]]:
             t[low], t[mid] = t[mid], t[low]
         t[mid], t[low + 1] = t[low + 1], t[mid]
         depth -= 1
         pivot = v[t[low]]
         while True:  # unguarded partition
             ll += 1
-            while _less(v[t[ll]], pivot):
+            while v[t[ll]] < pivot:
                 ll += 1
             hh -= 1
-            while _less(pivot, v[t[hh]]):
+            while pivot < v[t[hh]]:
                 hh -= 1
             if hh < ll:
                 break
@@ -183,7 +178,7 @@ def argpartition(values, kth: int) -> np.ndarray:
             high = hh - 1
         if hh <= kth:
             low = ll
-    if high == low + 1 and _less(v[t[high]], v[t[low]]):
+    if high == low + 1 and v[t[high]] < v[t[low]]:
         t[high], t[low] = t[low], t[high]
     return np.array(t)
 

@@ -5,6 +5,7 @@ import pytest
 
 from calbench import metrics
 from calbench.data.synthetic import sample_labels
+from tests.test_spline import _numpy1_argsort
 
 
 def _ks_loop(scores, outcomes):
@@ -58,8 +59,7 @@ def test_equal_scores_run_in_gupta_codes_numpy1_order():
     correct = rng.random(3000) < confidence  # calibrated: the largest gap lies inside a run
     p = np.column_stack([confidence, 1 - confidence])
     y = np.where(correct, 0, 1)
-    ranks = np.unique(confidence, return_inverse=True)[1].astype(np.int16)
-    order = np.argsort(ranks, kind="quicksort")
+    order = _numpy1_argsort(confidence)
     gupta = np.abs(np.cumsum(confidence[order]) - np.cumsum(correct[order])).max() / 3000
     assert metrics.ks_error(p, y) == pytest.approx(gupta, rel=1e-12)
     stable = np.argsort(confidence, kind="stable")

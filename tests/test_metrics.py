@@ -9,6 +9,7 @@ from calbench.errors import CalbenchError
 from calbench.metrics.binned import bin_indices
 from calbench.simplex import softmax
 from tests.conftest import overconfident_logits
+from tests.test_spline import _numpy1_argsort
 
 
 @pytest.fixture
@@ -78,8 +79,7 @@ def test_equal_size_bins_cut_ties_as_valks_code_did_under_numpy1():
     correct = (rng.random(n) < confidence).astype(float)
     p = np.column_stack([confidence, (1 - confidence) / 2, (1 - confidence) / 2])
     y = np.where(correct == 1, 0, 1)
-    ranks = np.unique(confidence, return_inverse=True)[1].astype(np.int16)
-    order = np.argsort(ranks, kind="quicksort")
+    order = _numpy1_argsort(confidence)
     cuts = np.array_split(np.arange(n), 15)
     valk = sum(abs(confidence[order][b].mean() - correct[order][b].mean()) * len(b) for b in cuts)
     assert metrics.confidence_ece(p, y, 15, "equal_size") == pytest.approx(valk / n, rel=1e-12)

@@ -154,10 +154,13 @@ def configured_draws(preset: str, method: str) -> set[str] | None:
     else its method config's own value ("None": deterministic); None for a method without
     a shipped config (every draw counts). A stored cell of another draw is left from an
     earlier configuration and stays out of the spread."""
-    methods = read_group("method")
+    return _configured_draws(preset, method, read_group("method"), read_group("experiment"))
+
+
+def _configured_draws(preset, method, methods: dict, experiments: dict) -> set[str] | None:
+    """`configured_draws` on config groups already read (each read parses every file)."""
     if method not in methods:
         return None
-    experiments = read_group("experiment")
     swept = set()
     for twin in procedure_presets(preset):
         if method in swept_values(experiments[twin], "method"):
@@ -184,7 +187,8 @@ def procedure_spreads(results_dir, preset: str, methods) -> dict:
     }
     # As text: a method without a draw (None) must stay a group key, not a dropped NaN.
     cells = cells.assign(method_draw=[str(drawn[h]) for h in cells["config_hash"]])
-    configured = {m: configured_draws(preset, m) for m in cells["method"].unique()}
+    groups = read_group("method"), read_group("experiment")
+    configured = {m: _configured_draws(preset, m, *groups) for m in cells["method"].unique()}
     pairs = zip(cells["method"], cells["config_hash"], strict=True)
     cells = cells[[configured[m] is None or str(drawn[h][1]) in configured[m] for m, h in pairs]]
     newest = cells.groupby(["dataset", "method", "method_draw"])["config_hash"].last()
