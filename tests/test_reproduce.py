@@ -288,7 +288,11 @@ def test_a_cause_is_verified_only_where_the_procedure_spread_holds_the_printed_n
     out = compare("gupta_ks").set_index(["table", "dataset", "method"])
     vs = out.loc[("Table 1", "c10_densenet40", "vs")]
     assert vs["status"] == "verified cause"
-    assert vs["procedure"] == "vs_proc: 0.8896 to 0.8990 over 2 seeds (15, 16)"
+    # 0.8896 rounds to the printed 0.890; 0.8990 lies above it
+    assert vs["procedure"] == (
+        "vs_proc: 0.8896 to 0.8990 over 2 seeds (15, 16); "
+        "seeds below / at / above the printed value: 0 / 1 / 1"
+    )
     assert vs["cells"] == "h0 a b"
     assert out.loc[("Table 1", "c10_densenet40", "ms_odir"), "status"] == "verified cause"
     dir_odir = out.loc[("Table 1", "c10_densenet40", "dir_odir")]
@@ -300,6 +304,25 @@ def test_a_cause_is_verified_only_where_the_procedure_spread_holds_the_printed_n
     out = compare("gupta_ks").set_index(["table", "dataset", "method"])
     missed = out.loc[("Table 1", "c10_densenet40", "ms_odir")]
     assert missed["status"] == "unexplained" and missed["note"].startswith("the paper's procedure")
+    assert missed["procedure"].endswith("seeds below / at / above the printed value: 0 / 0 / 2")
+
+
+def test_a_spread_places_the_printed_number_among_its_draws():
+    """Draws within half a printed unit of the printed number count as at it; the spread
+    holds the number when some draw is not below it and some draw not above it, including
+    a number that lies between two draws without rounding to either."""
+    spread = report_module.Spread((0.10, 0.20, 0.30), (1, 2, 3), ("a", "b", "c"))
+    half = 0.005
+    assert spread.place(0.2, 1, half) == (1, 1, 1)
+    assert spread.place(0.305, 1, half) == (2, 1, 0) and spread.holds(0.305, 1, half)
+    assert spread.place(0.306, 1, half) == (3, 0, 0) and not spread.holds(0.306, 1, half)
+    assert spread.place(0.094, 1, half) == (0, 0, 3) and not spread.holds(0.094, 1, half)
+    assert spread.place(0.15, 1, half) == (1, 0, 2) and spread.holds(0.15, 1, half)
+    # the paper's scale: a KS of 0.002 printed as 0.2 (x100)
+    assert spread.place(20.0, 100, 0.05) == (1, 1, 1)
+    assert spread.describe_place(15.0, 100, 0.05) == (
+        "seeds below / at / above the printed value: 1 / 0 / 2"
+    )
 
 
 def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):

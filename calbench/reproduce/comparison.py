@@ -117,6 +117,27 @@ class Spread:
             f"{self.drawn}s ({draws})"
         )
 
+    def place(self, printed: float, scale: float, half_unit: float) -> tuple[int, int, int]:
+        """How many draws fall below the printed number, round to it (within half a printed
+        unit) and fall above it."""
+        values = np.asarray(self.values) * scale
+        slack = half_unit * (1 + 1e-9)
+        below = int((values < printed - slack).sum())
+        above = int((values > printed + slack).sum())
+        return below, len(values) - below - above, above
+
+    def holds(self, printed: float, scale: float, half_unit: float) -> bool:
+        """The printed number lies inside the spread widened by half a printed unit."""
+        below, _, above = self.place(printed, scale, half_unit)
+        return below < len(self.values) and above < len(self.values)
+
+    def describe_place(self, printed: float, scale: float, half_unit: float) -> str:
+        # A spread of n draws holds one more draw of its procedure with probability
+        # (n - 1) / (n + 1) only: a printed number held by one draw at an end of the spread
+        # is weaker evidence than one amid the draws, and the reader should see which.
+        below, at, above = self.place(printed, scale, half_unit)
+        return f"{self.drawn}s below / at / above the printed value: {below} / {at} / {above}"
+
 
 def _draw_list(draws) -> str:
     """``15 to 34`` for a run of consecutive integers, else the draws one by one."""
@@ -240,10 +261,8 @@ def _status(ours, printed, half_unit, tolerance, spread, scale) -> str:
         return "equal"
     if tolerance is not None and abs(ours - printed) <= tolerance + half_unit:
         return "within tolerance"
-    if spread is not None:
-        low, high = min(spread.values) * scale, max(spread.values) * scale
-        if low - half_unit * (1 + 1e-9) <= printed <= high + half_unit * (1 + 1e-9):
-            return "verified cause"
+    if spread is not None and spread.holds(printed, scale, half_unit):
+        return "verified cause"
     return "unexplained"
 
 
@@ -274,12 +293,15 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
         tolerance = next((r.tolerance for r in matching if r.tolerance is not None), None)
         verify = next((r.verify for r in matching if r.verify), None)
         spread = spreads.get((row["dataset"], verify, row["metric"])) if verify else None
-        status = _status(ours, printed, 0.5 * 10.0**-decimals, tolerance, spread, scale)
+        half_unit = 0.5 * 10.0**-decimals
+        status = _status(ours, printed, half_unit, tolerance, spread, scale)
         procedure = ""
         if verify and status != "not run":
             procedure = f"{verify}: " + (
                 spread.describe(scale, decimals + 1) if spread else "not run"
             )
+            if spread and spread.draws != (None,):
+                procedure += "; " + spread.describe_place(printed, scale, half_unit)
             if spread:
                 cells = " ".join([cells, *spread.cells]).strip()
         note = " ".join(r.note for r in matching) if status != "equal" else ""
@@ -403,7 +425,8 @@ def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
         "",
         "Status: *equal* = rounds to the printed digits; *within tolerance* = off by no more "
         "than the tolerance the note justifies; *verified cause* = differs, and the paper's "
-        "own procedure, run in calbench (column *procedure*: its spread over seeds or folds), "
+        "own procedure, run in calbench (column *procedure*: its spread over seeds or folds, "
+        "and how many draws lie below the printed value, round to it and lie above it), "
         "holds the printed value; *unexplained* = differs otherwise (the note says what is known "
         "and what is not verified); *not run* = no stored cell. *cells*: the config hashes "
         "of the stored cells the numbers came from (`store/HASH.csv|yaml`).",
