@@ -318,7 +318,7 @@ def test_a_spread_places_the_printed_number_among_its_draws():
     assert spread.place(0.306, 1, half) == (3, 0, 0) and not spread.holds(0.306, 1, half)
     assert spread.place(0.094, 1, half) == (0, 0, 3) and not spread.holds(0.094, 1, half)
     assert spread.place(0.15, 1, half) == (1, 0, 2) and spread.holds(0.15, 1, half)
-    # the paper's scale: a KS of 0.002 printed as 0.2 (x100)
+    # at the paper's scale (x100) the draws are 10, 20 and 30, a printed unit 0.1
     assert spread.place(20.0, 100, 0.05) == (1, 1, 1)
     assert spread.describe_place(15.0, 100, 0.05) == (
         "seeds below / at / above the printed value: 1 / 0 / 2"
