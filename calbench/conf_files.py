@@ -52,9 +52,26 @@ def _root_config() -> dict:
 
 
 def swept_values(config: dict, key: str) -> list[str]:
-    """The values an experiment config sweeps ``key`` over (``hydra.sweeper.params``)."""
+    """The values an experiment config sweeps ``key`` over (``hydra.sweeper.params``), read
+    by Hydra's own override grammar, as its sweeper reads them: ``a,b,c`` and also
+    ``range(15,55)``, ``choice(...)``."""
     params = ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
-    return [v.strip() for v in str(params.get(key, "")).split(",") if v.strip()]
+    value = params.get(key)
+    if value is None or str(value).strip() == "":
+        return []
+    override = _override_parser().parse_override(f"{key}={value}")
+    if override.is_sweep_override():
+        return list(override.sweep_string_iterator())
+    return [override.get_value_element_as_str()]
+
+
+@functools.cache
+def _override_parser():
+    # Hydra's ANTLR grammar: imported on first use, as the data and table modules that
+    # read sweeps need not load it otherwise.
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
 
 
 def metric_sets() -> dict[str, dict[str, dict]]:

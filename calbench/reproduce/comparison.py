@@ -107,9 +107,14 @@ class Spread:
     cells: tuple[str, ...]
     drawn: str = "seed"
 
+    @property
+    def deterministic(self) -> bool:
+        """One cell of a procedure without a seed or fold."""
+        return self.draws == (None,)
+
     def describe(self, scale: float, decimals: int) -> str:
         low, high = min(self.values) * scale, max(self.values) * scale
-        if self.draws == (None,):
+        if self.deterministic:
             return f"{low:.{decimals}f} (deterministic: one cell)"
         draws = _draw_list(self.draws)
         return (
@@ -300,7 +305,7 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
             procedure = f"{verify}: " + (
                 spread.describe(scale, decimals + 1) if spread else "not run"
             )
-            if spread and spread.draws != (None,):
+            if spread and not spread.deterministic:
                 procedure += "; " + spread.describe_place(printed, scale, half_unit)
             if spread:
                 cells = " ".join([cells, *spread.cells]).strip()
