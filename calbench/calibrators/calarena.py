@@ -43,6 +43,7 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import IsotonicCalibrator, OneVsRestCalibrator
 from calbench.calibrators.constraints import POSITIVE, AutoOr, Choice
 from calbench.calibrators.parametric import DirichletCalibrator, VectorScaling
+from calbench.calibrators.pinned_arithmetic import pinned
 from calbench.calibrators.venn_abers import VennAbersCalibrator
 from calbench.errors import CalbenchError
 from calbench.simplex import float32_softmax, softmax
@@ -491,6 +492,28 @@ class SummedODIR(DirichletCalibrator):
         return weights
 
 
+def fit_float32_matrix_scaling(logits, y):
+    """CalArena's MS fit (probmetrics' ``MatrixScalingCalibrator``): ``(matrix, bias,
+    converged)``, the identity where torchmin does not report success."""
+    import torch
+
+    minimize = optional_module("torchmin").minimize
+    x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch"))
+    labels = torch.from_numpy(np.asarray(y, dtype=np.int64))
+    k = x.shape[1]
+
+    def loss(flat):
+        matrix, bias = flat.split([k * k, k])
+        return torch.nn.functional.cross_entropy(x @ matrix.view(k, k) + bias, labels)
+
+    start = torch.cat([torch.eye(k, dtype=x.dtype).view(-1), torch.zeros(k, dtype=x.dtype)])
+    method = "bfgs" if k * (k + 1) <= 1000 else "l-bfgs"
+    result = minimize(loss, start, method=method)
+    flat = result.x.detach() if result.success else start
+    matrix, bias = (t.numpy().copy() for t in flat.split([k * k, k]))
+    return matrix.reshape(k, k), bias, bool(result.success)
+
+
 class Float32MatrixScaling(Calibrator):
     """Matrix scaling ``softmax(x A + b)`` of ``x = ln p`` as CalArena's MS fits it
     (probmetrics' ``MatrixScalingCalibrator``): float32 tensors, torchmin's BFGS (its
@@ -498,7 +521,8 @@ class Float32MatrixScaling(Calibrator):
     a fit that does not report success keeps the identity. In float32 the run stops before
     the unpenalised optimum that calbench's ``dir`` reaches by Newton's method, which on
     DenseNet-40 CIFAR-10 acts as a mild regulariser (held-out float32 log-loss 0.2270
-    against 0.2273).
+    against 0.2273). Where that run stops depends on the float32 arithmetic: the fit runs
+    in `calbench.calibrators.pinned_arithmetic`'s (AVX2 kernels, two threads).
 
     Parameters
     ----------
@@ -508,24 +532,9 @@ class Float32MatrixScaling(Calibrator):
     input_kind = "probabilities"
 
     def _fit(self, logits, y):
-        import torch
-
-        minimize = optional_module("torchmin").minimize
-        x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch"))
-        labels = torch.from_numpy(np.asarray(y, dtype=np.int64))
-        k = x.shape[1]
-
-        def loss(flat):
-            matrix, bias = flat.split([k * k, k])
-            return torch.nn.functional.cross_entropy(x @ matrix.view(k, k) + bias, labels)
-
-        start = torch.cat([torch.eye(k, dtype=x.dtype).view(-1), torch.zeros(k, dtype=x.dtype)])
-        method = "bfgs" if k * (k + 1) <= 1000 else "l-bfgs"
-        result = minimize(loss, start, method=method)
-        flat = result.x.detach() if result.success else start
-        self.matrix_, self.bias_ = (t.numpy().copy() for t in flat.split([k * k, k]))
-        self.matrix_ = self.matrix_.reshape(k, k)
-        self.converged_ = bool(result.success)
+        self.matrix_, self.bias_, self.converged_ = pinned(
+            fit_float32_matrix_scaling, np.asarray(logits), np.asarray(y)
+        )
 
     def _predict_proba(self, logits):
         # Float64 products: the same rows give the same numbers in any batch (float32 BLAS
@@ -553,14 +562,73 @@ class StoredVennAbers(VennAbersCalibrator):
         return [(j, None, probs[:, j]) for j in range(probs.shape[1])]
 
 
+def _sms_features(logits, inverse_temperature, n_calibration):
+    """Float32 logs of the temperature-scaled probabilities mixed with the uniform at
+    1 / (n + 1): what CalArena's SMS maps."""
+    import torch
+
+    x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch"))
+    probs = torch.softmax(inverse_temperature * x, dim=-1)
+    mix = 1.0 / (n_calibration + 1)
+    probs = (1.0 - mix) * probs + mix * (1.0 / probs.shape[-1]) * torch.ones_like(probs)
+    return calarena_log_probabilities(np.log(probs.numpy().astype(np.float64)))
+
+
+def fit_float32_structured_matrix_scaling(logits, y):
+    """CalArena's SMS fit (probmetrics' ``SMSCalibrator``, ``bfgs`` solver):
+    ``(inverse_temperature, weights)`` with ``weights = [I + M | b]``."""
+    import torch
+
+    minimize = optional_module("torchmin").minimize
+    x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch"))
+    labels = torch.from_numpy(np.asarray(y, dtype=np.int64))
+    label_mean = torch.mean(x[torch.arange(len(labels)), labels])
+
+    def slope(u):
+        scaled = np.exp(u) * x
+        return (
+            torch.mean(torch.sum(x * torch.softmax(scaled, dim=-1), dim=-1)) - label_mean
+        ).item()
+
+    a, b = -16.0, 16.0
+    for _ in range(30):
+        c = a + 0.5 * (b - a)
+        a, b = (a, c) if slope(c) > 0 else (c, b)
+    inverse_temperature = float(np.exp(0.5 * (a + b)))
+    n, k = x.shape
+    features = torch.from_numpy(_sms_features(logits, inverse_temperature, n))
+    lam_b = lam_d = k / n
+    lam_o = k * (k - 1) / n
+
+    def loss(params):
+        delta, bias = params[: k * k].view(k, k), params[k * k :]
+        out = features + torch.nn.functional.linear(features, delta, bias)
+        diagonal = delta.diagonal()
+        return (
+            torch.nn.functional.cross_entropy(out, labels)
+            + lam_b * bias.pow(2).sum()
+            + lam_d * diagonal.pow(2).sum()
+            + lam_o * (delta.pow(2).sum() - diagonal.pow(2).sum())
+        )
+
+    start = torch.zeros(k * (k + 1), dtype=features.dtype)
+    result = minimize(loss, start, method="l-bfgs" if start.numel() > 1000 else "bfgs")
+    flat = result.x.detach()
+    weights = torch.hstack(
+        [torch.eye(k, dtype=flat.dtype) + flat[: k * k].view(k, k), flat[k * k :, None]]
+    )
+    return inverse_temperature, weights.numpy()
+
+
 class Float32StructuredMatrixScaling(Calibrator):
     """Structured matrix scaling as CalArena's SMS (probmetrics' ``SMSCalibrator``, its
     ``bfgs`` solver), in its float32 arithmetic: the inverse temperature by 30 bisection
     steps of the log-loss's derivative on ``ln u`` in [-16, 16], the scaled probabilities
     mixed with the uniform at 1 / (n + 1), then ``softmax(x + x M^T + b)`` on their float32
     logs with the ridge penalties of `calbench.calibrators.structured` (paper defaults),
-    fitted by torchmin's BFGS (L-BFGS beyond 1000 parameters) from ``M = 0, b = 0``.
-    calbench's ``sms`` minimises the same objective in float64 to a tighter tolerance.
+    fitted by torchmin's BFGS (L-BFGS beyond 1000 parameters) from ``M = 0, b = 0``, in
+    `calbench.calibrators.pinned_arithmetic`'s float32 arithmetic. calbench's ``sms``
+    minimises the same objective in float64 to a tighter tolerance.
 
     Parameters
     ----------
@@ -569,58 +637,12 @@ class Float32StructuredMatrixScaling(Calibrator):
 
     input_kind = "probabilities"
 
-    def _scaled_logits(self, logits):
-        """Float32 logs of the temperature-scaled probabilities mixed with the uniform."""
-        import torch
-
-        x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch"))
-        probs = torch.softmax(self.inverse_temperature_ * x, dim=-1)
-        mix = 1.0 / (self.n_calibration_ + 1)
-        probs = (1.0 - mix) * probs + mix * (1.0 / probs.shape[-1]) * torch.ones_like(probs)
-        return calarena_log_probabilities(np.log(probs.numpy().astype(np.float64)))
-
     def _fit(self, logits, y):
-        import torch
-
-        minimize = optional_module("torchmin").minimize
-        x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch"))
-        labels = torch.from_numpy(np.asarray(y, dtype=np.int64))
-        label_mean = torch.mean(x[torch.arange(len(labels)), labels])
-
-        def slope(u):
-            scaled = np.exp(u) * x
-            return (
-                torch.mean(torch.sum(x * torch.softmax(scaled, dim=-1), dim=-1)) - label_mean
-            ).item()
-
-        a, b = -16.0, 16.0
-        for _ in range(30):
-            c = a + 0.5 * (b - a)
-            a, b = (a, c) if slope(c) > 0 else (c, b)
-        self.inverse_temperature_ = float(np.exp(0.5 * (a + b)))
-        n, k = x.shape
-        features = torch.from_numpy(self._scaled_logits(logits))
-        lam_b = lam_d = k / n
-        lam_o = k * (k - 1) / n
-
-        def loss(params):
-            delta, bias = params[: k * k].view(k, k), params[k * k :]
-            out = features + torch.nn.functional.linear(features, delta, bias)
-            diagonal = delta.diagonal()
-            return (
-                torch.nn.functional.cross_entropy(out, labels)
-                + lam_b * bias.pow(2).sum()
-                + lam_d * diagonal.pow(2).sum()
-                + lam_o * (delta.pow(2).sum() - diagonal.pow(2).sum())
-            )
-
-        start = torch.zeros(k * (k + 1), dtype=features.dtype)
-        result = minimize(loss, start, method="l-bfgs" if start.numel() > 1000 else "bfgs")
-        flat = result.x.detach()
-        self.weights_ = torch.hstack(
-            [torch.eye(k, dtype=flat.dtype) + flat[: k * k].view(k, k), flat[k * k :, None]]
-        ).numpy()
+        self.inverse_temperature_, self.weights_ = pinned(
+            fit_float32_structured_matrix_scaling, np.asarray(logits), np.asarray(y)
+        )
 
     def _predict_proba(self, logits):
-        x = self._scaled_logits(logits).astype(np.float64)  # float64 products, as above
+        x = _sms_features(logits, self.inverse_temperature_, self.n_calibration_)
+        x = x.astype(np.float64)  # float64 products, as MS's
         return softmax(np.hstack([x, np.ones((len(x), 1))]) @ self.weights_.T.astype(np.float64))

@@ -1,0 +1,113 @@
+"""Float32 fits whose result does not depend on the CPU that runs them.
+
+A float32 BFGS run is chaotic in its last bits: each step's rounding steers the next, and
+torch's and MKL's kernels round differently with the CPU's vector width and with the number
+of threads that split a reduction. Measured on DenseNet-40 CIFAR-10 (CalArena's MS, printed
+log-loss 0.2270143, tolerance 5e-6), same packages, same data:
+
+=========================================  ===========  ============
+arithmetic (kernels, threads)              MS log-loss  SMS log-loss
+=========================================  ===========  ============
+CalArena's printed numbers                 0.2270143    0.2206202
+torch and MKL on AVX2, 2 threads           0.2270150    0.2206202
+torch and MKL on AVX2, 1 thread            0.2270180    0.2206202
+torch and MKL on AVX2, 4 threads           0.2270066    0.2206202
+torch on AVX2, MKL on AVX-512, 2 threads   0.2270060    0.2206009
+torch and MKL on AVX-512, 1 thread         0.2270182    0.2206117
+torch and MKL on AVX-512, 2 threads        0.2272390    0.2205988
+=========================================  ===========  ============
+
+calbench's CalArena tolerances were measured where torch ran its AVX2 kernels; on an
+AVX-512 machine MS and SMS left them. `pinned` runs a fit in a child interpreter whose
+float32 arithmetic is the second row's: torch's AVX2 kernels (``ATEN_CPU_CAPABILITY``),
+MKL's AVX2 code path in its conditional numerical reproducibility mode (``MKL_CBWR``), two
+threads, whatever the CPU and the caller's thread limits. Where torch has no AVX2 kernels
+(ARM, or an older x86 CPU) the fit runs in this process, with one warning that its float32
+trajectory may differ from CalArena's.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import pickle
+import platform
+import subprocess
+import sys
+import warnings
+
+from calbench.errors import CalbenchError
+
+#: The child's environment: the arithmetic of the table's second row.
+PINNED_ENVIRONMENT = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "AVX2",
+    "MKL_NUM_THREADS": "2",
+    "OMP_NUM_THREADS": "2",
+}
+PINNED_THREADS = 2
+
+
+@functools.cache
+def can_pin() -> bool:
+    """Whether this CPU runs the pinned arithmetic: x86-64 with AVX2 (torch says which
+    vector kernels it would use)."""
+    if platform.machine().lower() not in {"x86_64", "amd64"}:
+        return False
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability() in {"AVX2", "AVX512"}
+
+
+@functools.cache
+def _unpinned_warning(name: str) -> None:
+    warnings.warn(
+        f"{name}: this CPU ({platform.machine()}) has no AVX2, so the float32 fit runs in "
+        "this process's arithmetic; its result may differ from CalArena's published number "
+        "beyond the stated tolerance (see calbench.calibrators.pinned_arithmetic).",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def pinned(function, *args):
+    """``function(*args)`` computed with the pinned float32 arithmetic. ``function`` must be
+    a module-level function (the child imports it by name); its arguments and result travel
+    pickled through a pipe between this process and its own child."""
+    if not can_pin():
+        _unpinned_warning(function.__qualname__)
+        return function(*args)
+    request = pickle.dumps((function.__module__, function.__qualname__, args))
+    env = {**os.environ, **PINNED_ENVIRONMENT}
+    done = subprocess.run(
+        [sys.executable, "-m", __name__], input=request, capture_output=True, env=env
+    )
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        raise CalbenchError(
+            f"{function.__qualname__}: the pinned float32 fit failed in its child process "
+            f"(exit {done.returncode}): {reason[-1] if reason else 'no message'}"
+        )
+    return pickle.loads(done.stdout)
+
+
+def arithmetic() -> tuple[str, int]:
+    """The vector kernels torch runs and its thread count, in this process."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability(), torch.get_num_threads()
+
+
+def _serve() -> None:
+    """The child's side: read one request from stdin, write its pickled result to stdout."""
+    import torch
+
+    torch.set_num_threads(PINNED_THREADS)
+    module, name, args = pickle.load(sys.stdin.buffer)
+    result = getattr(importlib.import_module(module), name)(*args)
+    sys.stdout.buffer.write(pickle.dumps(result))
+
+
+if __name__ == "__main__":
+    _serve()
