@@ -101,6 +101,28 @@ def _pickle(path, rng):
         pickle.dump(((z[:10], y[:10]), (z[10:], y[10:])), f)
 
 
+class _Payload:
+    """Unpickling this runs code: it creates the file named ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("flag", ["no", "off", "false", "False", "0", 0, 1, None, "true"])
+def test_a_trust_flag_that_is_not_a_boolean_opens_nothing(tmp_path, flag):
+    """Only the booleans true and false are read as the flag: "no", "off" or an environment
+    interpolation's "false" are truthy strings, and once unpickled the file's code ran."""
+    marker = tmp_path / "code_ran"
+    with open(tmp_path / "evil.p", "wb") as f:
+        pickle.dump(_Payload(marker), f)
+    with pytest.raises(CalbenchError, match=r"dataset.trusted must be true or false"):
+        load_dataset("kull_pickle", path=tmp_path / "evil.p", trusted=flag)
+    assert not marker.exists()
+
+
 def test_pickles_load_only_when_published_or_trusted(tmp_path, rng):
     _pickle(tmp_path / "mine.p", rng)
     with pytest.raises(CalbenchError, match="Refusing to unpickle .* dataset.trusted=true"):

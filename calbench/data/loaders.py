@@ -163,6 +163,13 @@ def load_kull_pickle(
     registry's sum of a registered set) or, where none is given, one of the registry's
     published sums, unless ``trusted=True`` (``dataset.trusted=true``) says you vouch for it.
     """
+    if not isinstance(trusted, bool):
+        # A string ("no", "false", "off") is truthy: it must never open the file.
+        raise CalbenchError(
+            f"dataset.trusted must be true or false (a boolean); got {trusted!r} "
+            f"({type(trusted).__name__}). Nothing was read: write dataset.trusted=true only for "
+            "a pickle you vouch for, since unpickling runs code."
+        )
     p = _existing_file(path, "pickle dataset")
     if not trusted:
         from calbench.data.fetch import sha256_of
