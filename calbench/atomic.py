@@ -7,12 +7,15 @@ a temporary file in the target's directory, flushed to disk, then renamed over t
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from calbench.errors import CalbenchError
 
 
 def _umask() -> int:
@@ -56,3 +59,20 @@ def atomic_save_npz(path, **arrays) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+@contextlib.contextmanager
+def writable(root):
+    """A failed write under ``root`` (read-only, full, a file where a folder should be) as
+    one error naming it, instead of a traceback from deep inside; atomic writes leave
+    nothing half-written behind."""
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        yield
+    except OSError as exc:
+        reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
+        raise CalbenchError(
+            f"Cannot write to {root} ({reason}: {exc.filename or root}); "
+            "nothing half-written was kept. Choose a writable folder with results_dir=DIR, "
+            "or free space."
+        ) from None

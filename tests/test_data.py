@@ -131,8 +131,19 @@ def test_missing_unreadable_and_mislabelled_files(tmp_path):
     with pytest.raises(CalbenchError, match="does not exist"):
         load_dataset("npz", path=tmp_path / "nope.npz")
     (tmp_path / "junk.npz").write_text("not a zip")
-    with pytest.raises(CalbenchError, match="Cannot read"):
+    with pytest.raises(CalbenchError, match="junk.npz' is not an npz file"):
         load_dataset("npz", path=tmp_path / "junk.npz")
+    np.save(tmp_path / "one.npy", np.zeros((2, 2)))
+    with pytest.raises(CalbenchError, match="one.npy' is a .npy file .* np.savez"):
+        load_dataset("npz", path=tmp_path / "one.npy")
+    np.savez(tmp_path / "objects.npz", y=np.array([[1], [2, 3]], dtype=object))
+    with pytest.raises(CalbenchError, match="holds Python objects .* never unpickles"):
+        load_dataset("npz", path=tmp_path / "objects.npz")
+    (tmp_path / "cut.npz").write_bytes(
+        _save(tmp_path / "whole.npz", y=np.arange(9)).read_bytes()[:60]
+    )
+    with pytest.raises(CalbenchError, match="cut.npz' is a damaged npz file"):
+        load_dataset("npz", path=tmp_path / "cut.npz")
     path = _save(tmp_path / "keys.npz", scores=np.zeros((2, 2)))
     with pytest.raises(CalbenchError, match="has keys \\['scores'\\]; calbench reads"):
         load_dataset("npz", path=path)

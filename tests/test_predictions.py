@@ -132,17 +132,16 @@ def test_rescore_reaches_cells_a_later_setting_superseded(tmp_path):
     store = ResultStore(tmp_path)
     latest = store.read()["config_hash"].unique()
     assert len(latest) == 1
-    # The newer setting was run a minute later; rescoring rewrites both files in any order.
-    run_at = {}
-    for cell in store.read(latest=False)["config_hash"].unique():
-        run_at[cell] = 1.7e9 + (60 if cell == latest[0] else 0)
-        os.utime(tmp_path / "store" / f"{cell}.csv", (run_at[cell], run_at[cell]))
+    # Rescoring rewrites both files, the newer last or first: the time each cell was run
+    # is its rows' own (stored_at), which neither that nor touching the files changes.
+    run_at = store.read(latest=False).groupby("config_hash")["stored_at"].first().to_dict()
+    for cell in run_at:
+        os.utime(tmp_path / "store" / f"{cell}.csv", (1.7e9, 1.7e9))
     assert rescore(tmp_path, {"conf_ece_20": {"fn": "confidence_ece", "n_bins": 20}}) == (2, [])
     rows = store.read(latest=False)
     assert (rows["metric"] == "conf_ece_20").sum() == 2
     assert list(store.read()["config_hash"].unique()) == list(latest)  # still the newer one
-    for cell, time in run_at.items():  # adding metrics is not running the cell again
-        assert (tmp_path / "store" / f"{cell}.csv").stat().st_mtime == time
+    assert rows.groupby("config_hash")["stored_at"].first().to_dict() == run_at
 
 
 def test_rescore_adds_a_metric_from_stored_predictions_without_refitting(tmp_path, monkeypatch):

@@ -207,7 +207,7 @@ def test_store_reads_cells_of_old_and_new_layouts_row_for_row(tmp_path):
     store.write("new1", cell("new1", 3, classifier="nbayes"))
     store.write("new2", cell("new2", 2, classifier="tree"))
     old = cell("old", 4).drop(columns="classifier")  # a cell stored before the column
-    (tmp_path / "store" / "old.csv").write_text(old.to_csv(index=False).rstrip("\n"))
+    (tmp_path / "store" / "old.csv").write_text(old.to_csv(index=False))
     os.utime(tmp_path / "store" / "old.csv", (1_000_000, 1_000_000))
     frame = ResultStore(tmp_path).read(latest=False).sort_values(["config_hash", "fold"])
     assert frame.groupby("config_hash").size().to_dict() == {"new1": 3, "new2": 2, "old": 4}

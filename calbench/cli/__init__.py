@@ -8,6 +8,7 @@ Hydra users expect. User errors print one line and exit with status 2.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
 
@@ -28,6 +29,7 @@ commands:
   claims EXPERIMENT      the papers' headline claims checked on each task: holds/fails/undecided
   reproduce PRESET       run a paper preset on the data present; published vs calbench report
   data list|fetch|verify the papers' data sets: what is present, download, checksums
+  store verify [--repair] every stored file checked; damaged cells moved aside to recompute
   list KIND [--json]     methods, metrics, presets, datasets or tables, one line each
 """
 
@@ -38,6 +40,7 @@ COMMANDS = {
     "figures": "figures",
     "rescore": "rescore",
     "data": "data",
+    "store": "store",
     "reproduce": "reproduce",
     "report": "report",
     "leaderboard": "leaderboard",
@@ -60,14 +63,27 @@ def run_cell(config, experiment_choice: str | None) -> dict:
     from calbench.runner.job import found_stored, run_job
     from calbench.runner.plan import plan_cell
 
+    check_experiment_choice(experiment_choice)
+    plan = plan_cell(config)
+    stored_before = found_stored(plan)
+    return {"cell": run_job(plan), "stored_before": stored_before}
+
+
+def _single_cell(run) -> dict:
+    """``calbench run`` without ``-m``: its cell, any error one line (SystemExit passes
+    through Hydra's error reporting). A sweep's launcher reports its cells' errors itself
+    (`hydra_plugins.calbench_launcher`)."""
     try:
-        check_experiment_choice(experiment_choice)
-        plan = plan_cell(config)
-        stored_before = found_stored(plan)
-        return {"cell": run_job(plan), "stored_before": stored_before}
+        return run()
     except CalbenchError as exc:
-        # SystemExit passes through Hydra's error reporting: one line, no traceback.
         fail(str(exc))
+    except Exception as exc:
+        if os.environ.get("CALBENCH_TRACEBACK"):
+            raise
+        fail(
+            f"{type(exc).__name__}: {exc}\n(raised inside the cell's calibrator or metric; "
+            "CALBENCH_TRACEBACK=1 shows where)"
+        )
 
 
 def _run(argv: list[str]) -> None:
@@ -77,8 +93,13 @@ def _run(argv: list[str]) -> None:
     def app(cfg: DictConfig) -> dict:
         """One cell, as Hydra runs it (`run_cell`)."""
         from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
 
-        return run_cell(cfg, HydraConfig.get().runtime.choices.get("experiment"))
+        hydra_config = HydraConfig.get()
+        choice = hydra_config.runtime.choices.get("experiment")
+        if hydra_config.mode == RunMode.MULTIRUN:  # the launcher records each failure
+            return run_cell(cfg, choice)
+        return _single_cell(lambda: run_cell(cfg, choice))
 
     # calbench's launcher runs the cells it composed itself through this, not through app.
     app.calbench_cell = run_cell

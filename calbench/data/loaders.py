@@ -4,14 +4,12 @@ and torch-saved (logits, labels) pairs."""
 from __future__ import annotations
 
 import pickle
-import zipfile
 from pathlib import Path
-
-import numpy as np
 
 from calbench.data.dataset import Dataset
 from calbench.data.split import split_options, split_rows
 from calbench.errors import CalbenchError
+from calbench.npz import npz_arrays
 from calbench.validation import check_labels, check_scores
 
 NPZ_SCHEMA = (
@@ -52,11 +50,7 @@ def _check_sha256(p: Path, sha256: str | None) -> None:
 def _read_npz(p: Path, keys: dict | None) -> dict:
     """The arrays of an npz under calbench's key names (``keys``: calbench's name -> the
     file's, for files written with other names, e.g. netcal's ``predictions``)."""
-    try:
-        with np.load(p, allow_pickle=False) as f:
-            arrays = {key: f[key] for key in f.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise CalbenchError(f"Cannot read {str(p)!r} as an npz file ({exc}).") from None
+    arrays = npz_arrays(p.read_bytes(), repr(str(p)))
     for ours, theirs in (keys or {}).items():
         if theirs not in arrays:
             raise CalbenchError(

@@ -5,12 +5,15 @@ from __future__ import annotations
 import numpy as np
 from tabulate import tabulate
 
+from calbench.atomic import writable
 from calbench.calibrators.bounds import bound_hint
 from calbench.calibrators.methods import bounded_variant
 from calbench.conf_files import dump_yaml
+from calbench.data.identity import default_name
 from calbench.decision.family import CURVE_METRIC
 from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
 from calbench.runner.cell import evaluate_cell
+from calbench.runner.locks import cell_lock
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import check_storage
 from calbench.runner.progress import running
@@ -24,7 +27,8 @@ def found_stored(plan: CellPlan) -> bool:
 
 
 def run_job(plan: CellPlan) -> str:
-    """Run (or skip) the planned cell; returns its config hash."""
+    """Run (or skip) the planned cell, under its lock (`calbench.runner.locks`); returns
+    its config hash."""
     run, cell_hash, label = plan.spec.run, plan.hash, plan.label
     if found_stored(plan):
         print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
@@ -32,14 +36,29 @@ def run_job(plan: CellPlan) -> str:
     store = ResultStore(run["results_dir"])
     storage = run["predictions"]
     check_storage(storage)  # before the work, not after
-    with running(label):  # a long grid search names the cell in its progress lines
-        rows, predictions = evaluate_cell(plan)
-    path = store.write(
-        cell_hash,
-        rows,
-        dump_yaml(plan.cell),
-        predictions=None if storage == "none" else (predictions, storage),
-    )
+    with cell_lock(store.root, cell_hash, label):
+        if found_stored(plan):  # another process stored it while this one waited
+            print(f"[done] {label}: stored meanwhile by another run ({cell_hash}).")
+            return cell_hash
+        problem = store.damage(cell_hash)
+        if problem:
+            folder = store.quarantine(cell_hash)
+            print(f"[damaged] {label}: its stored rows ({problem}) moved to {folder}; recomputing.")
+        if plan.data is not None and all(f["sha256"] for f in plan.data["files"]):
+            with writable(store.root):
+                store.claim_data_name(
+                    plan.spec.experiment, default_name(plan.spec.dataset), plan.data
+                )
+        with running(label):  # a long grid search names the cell in its progress lines
+            rows, predictions = evaluate_cell(plan)
+        config = plan.cell if plan.data is None else {**plan.cell, "data": plan.data}
+        with writable(store.root):
+            path = store.write(
+                cell_hash,
+                rows,
+                dump_yaml(config),
+                predictions=None if storage == "none" else (predictions, storage),
+            )
     # A risk curve's points go to the store and `calbench tables`, not to the terminal.
     summary, curve_points = summarise(rows)
     fit_per_fold = zip(rows["fold"].tolist(), rows["fit_seconds"].tolist(), strict=True)

@@ -24,6 +24,7 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.methods import method_from_config
 from calbench.criteria import PARAMETRISED, decision_criterion
 from calbench.data import LOADERS, Dataset, load_dataset
+from calbench.data.identity import FILE_OPTIONS, data_identity, identity_key
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.metrics import empirical_risk, log_loss, metric_spec
@@ -120,6 +121,9 @@ class CellPlan:
     #: The groups that determine the cell's numbers, as hashed and stored.
     cell: dict = field(repr=False)
     hash: str
+    #: The user's files it reads, by name and content (`calbench.data.identity`); None
+    #: for a registered or generated data set.
+    data: dict | None = None
 
     @property
     def method(self) -> str:
@@ -241,6 +245,7 @@ def plan_cell(cfg: DictConfig | dict | CellSpec) -> CellPlan:
     cell = spec.groups()
     if not keys:
         cell["criterion"] = {"name": "none"}
+    data = data_identity(spec.dataset)
     return CellPlan(
         spec=spec,
         protocol=protocol,
@@ -250,15 +255,20 @@ def plan_cell(cfg: DictConfig | dict | CellSpec) -> CellPlan:
         criterion_keys=keys,
         average_inner_models=method.get("average_inner_models", protocol.average_inner_models),
         cell=cell,
-        hash=config_hash(_hashed(cell)),
+        hash=config_hash(_hashed(cell, data)),
+        data=data,
     )
 
 
-def _hashed(cell: dict) -> dict:
-    """What a cell's hash covers: its groups, except that a task of an HDF5 benchmark file
-    is named by the file's name and its arrays' SHA-256 (`calbench.data.hdf5.task_identity`)
-    rather than by the folder the file sits in."""
+def _hashed(cell: dict, data: dict | None) -> dict:
+    """What a cell's hash covers: its groups, except that the user's own files are named by
+    their names and contents (``data``, `calbench.data.identity`) and a task of an HDF5
+    benchmark file by the file's name and its arrays' SHA-256
+    (`calbench.data.hdf5.task_identity`), rather than by the folder they sit in."""
     dataset = cell.get("dataset") or {}
+    if data is not None:
+        identity = {k: v for k, v in dataset.items() if k not in FILE_OPTIONS[dataset["loader"]]}
+        return {**cell, "dataset": {**identity, "content": identity_key(data)}}
     if dataset.get("loader") != "hdf5":
         return cell
     from calbench.data.hdf5 import task_identity

@@ -39,6 +39,7 @@ from calbench.atomic import atomic_write_bytes
 from calbench.decision.shift import adapt_posteriors
 from calbench.errors import CalbenchError
 from calbench.metrics import evaluate
+from calbench.npz import npz_arrays
 
 #: Above this many entries in an array, ``predictions: auto`` stores float32.
 AUTO_FLOAT32_ENTRIES = 1_000_000
@@ -138,7 +139,7 @@ def write(root: Path, cell_hash: str, folds: list[FoldPredictions], storage="aut
                 arrays[f"{name}/{fold.fold}"] = value
         content = _content_hash(*shared.items())
         path = root / "arrays" / f"{content}.npz"
-        if not path.is_file():
+        if not _holds(path, content):  # absent, or damaged: these arrays are its content
             atomic_write_bytes(path, _npz_bytes(**shared))
         arrays[f"@fold/{fold.fold}"] = np.array(content)
     data = _npz_bytes(**arrays)
@@ -153,28 +154,63 @@ def read(root: Path, cell_hash: str, sha256: str) -> list[FoldPredictions]:
     data = _existing(path)
     _check(path, hashlib.sha256(data).hexdigest(), sha256)
     by_fold: dict[int, dict] = {}
-    with np.load(io.BytesIO(data)) as stored:
-        for key in stored.files:
-            name, fold = key.split("/")
-            value = stored[key]
-            if name.startswith("@"):
-                content = str(value)
-                found = _shared(root / "arrays" / f"{content}.npz", content)
-                # "@fold": the fold's shared arrays in one file; "@y" and the like: one array
-                found = found if name == "@fold" else {name[1:]: found["array"]}
-            else:
-                found = {name: value}
-            for name, value in found.items():
-                if name in _FLOATING:
-                    value = value.astype(np.float64, copy=False)
-                by_fold.setdefault(int(fold), {})[name] = value
+    for key, value in _load(path, data).items():
+        name, fold = key.split("/")
+        if name.startswith("@"):
+            content = str(value)
+            found = _shared(root / "arrays" / f"{content}.npz", content)
+            # "@fold": the fold's shared arrays in one file; "@y" and the like: one array
+            found = found if name == "@fold" else {name[1:]: found["array"]}
+        else:
+            found = {name: value}
+        for name, value in found.items():
+            if name in _FLOATING:
+                value = value.astype(np.float64, copy=False)
+            by_fold.setdefault(int(fold), {})[name] = value
     return [FoldPredictions(fold=fold, **arrays) for fold, arrays in sorted(by_fold.items())]
+
+
+def check_shared(path: Path) -> None:
+    """Raise `CalbenchError` unless the shared arrays file ``path`` holds what its name
+    (its content's hash) says."""
+    _check(path, _content_hash(*_load(path, _existing(path)).items()), path.stem)
+
+
+def shared_names(cell_file: Path) -> set[str]:
+    """The shared arrays files (content hashes) a cell's predictions file names; none
+    where the file cannot be read."""
+    try:
+        arrays = _load(cell_file, _existing(cell_file))
+    except CalbenchError:
+        return set()
+    return {str(value) for key, value in arrays.items() if key.startswith("@")}
+
+
+def _holds(path: Path, content: str) -> bool:
+    """Whether the shared arrays file ``path`` exists and holds what its name says."""
+    if not path.is_file():
+        return False
+    try:
+        _shared(path, content)
+    except CalbenchError:
+        _shared.cache_clear()
+        return False
+    return True
+
+
+def _load(path: Path, data: bytes) -> dict[str, np.ndarray]:
+    try:
+        return npz_arrays(data, str(path))
+    except CalbenchError as exc:
+        raise CalbenchError(
+            f"{exc} `calbench store verify --repair` moves it and the cells that name it "
+            "aside; the next run recomputes them."
+        ) from None
 
 
 @functools.lru_cache(maxsize=16)  # every method of a fold names the same labels and scores
 def _shared(path: Path, content: str) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(_existing(path))) as stored:
-        arrays = {name: stored[name] for name in stored.files}
+    arrays = _load(path, _existing(path))
     _check(path, _content_hash(*arrays.items()), content)
     for array in arrays.values():
         array.setflags(write=False)  # one copy serves every cell that names it

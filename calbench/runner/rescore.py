@@ -15,9 +15,11 @@ from __future__ import annotations
 import pandas as pd
 from tqdm import tqdm
 
+from calbench.atomic import writable
 from calbench.conf_files import dump_yaml, metric_sets
 from calbench.errors import CalbenchError, unknown_name
 from calbench.metrics import METRICS
+from calbench.runner.locks import cell_lock
 from calbench.runner.store import COLUMNS, ResultStore
 
 
@@ -59,22 +61,33 @@ def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int
         where = f"experiment {experiment!r}" if experiment else "any experiment"
         raise CalbenchError(f"No results for {where} in {results_dir}; nothing to rescore.")
     done, missing = 0, []
-    for cell_hash, cell in tqdm(rows.groupby("config_hash"), desc="rescoring", unit="cell"):
-        sha256 = cell["predictions_sha256"].iat[0]
-        if not sha256:
-            missing.append(cell_hash)
-            continue
-        added = []
-        for fold in store.predictions(cell_hash, sha256):
-            template = cell[cell["fold"] == fold.fold].iloc[0]
-            for metric, value in fold.scores(metrics).items():
-                added.append({**template[COLUMNS].to_dict(), "metric": metric, "value": value})
-        kept = cell[~cell["metric"].isin(metrics)]
-        rows = pd.concat([kept[COLUMNS], pd.DataFrame(added)[COLUMNS]])
-        store.replace_rows(cell_hash, rows, keep_time=True)
-        config = store.config(cell_hash)
-        if config:
-            config["rescored"] = {**(config.get("rescored") or {}), **metrics}
-            store.write_config(cell_hash, dump_yaml(config))
-        done += 1
+    for cell_hash in tqdm(rows["config_hash"].unique(), desc="rescoring", unit="cell"):
+        # Read, add, write under the cell's lock, from the file as it is now: another
+        # rescore may have added its metrics since the read above.
+        with writable(store.root), cell_lock(store.root, cell_hash):
+            if _rescore_cell(store, cell_hash, metrics):
+                done += 1
+            else:
+                missing.append(cell_hash)
     return done, missing
+
+
+def _rescore_cell(store: ResultStore, cell_hash: str, metrics: dict[str, dict]) -> bool:
+    """Add ``metrics`` to one cell; False where it was stored without predictions."""
+    cell = store.cell(cell_hash)
+    sha256 = cell["predictions_sha256"].iat[0]
+    if not sha256:
+        return False
+    added = []
+    for fold in store.predictions(cell_hash, sha256):
+        template = cell[cell["fold"] == fold.fold].iloc[0]
+        for metric, value in fold.scores(metrics).items():
+            added.append({**template[COLUMNS].to_dict(), "metric": metric, "value": value})
+    kept = cell[~cell["metric"].isin(metrics)]
+    rows = pd.concat([kept[COLUMNS], pd.DataFrame(added)[COLUMNS]])
+    store.replace_rows(cell_hash, rows, stored_at=cell["stored_at"].iat[0])
+    config = store.config(cell_hash)
+    if config:
+        config["rescored"] = {**(config.get("rescored") or {}), **metrics}
+        store.write_config(cell_hash, dump_yaml(config))
+    return True

@@ -4,9 +4,13 @@ A cell (one resolved configuration: experiment, dataset, method, criterion, loss
 protocol, metrics, seed) writes all its rows at once to ``store/<hash>.csv`` through a
 temporary file and ``os.replace``, so a reader sees the whole cell or nothing; its
 per-fold predictions go first to ``store/<hash>.npz`` (`calbench.runner.predictions`),
-named by checksum in the rows. A cell whose file exists is done: an interrupted sweep
-resumes by skipping it, and concurrent jobs (Hydra's joblib launcher) never write the same
-file twice over or interleave rows.
+named by checksum in the rows. Each row carries the time the cell was stored
+(``stored_at``) and the rows' own checksum (`calbench.runner.integrity`), checked on every
+read: a damaged file is named in one error, never read as numbers. A cell whose file
+exists and is whole is done: an interrupted sweep resumes by skipping it; one whose file
+is damaged is moved to ``store/damaged/`` and computed again. Writers of one cell take its
+lock (`calbench.runner.locks`), so two sweeps never compute it twice over or lose a
+metric that `calbench rescore` added.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import csv
 import io
 import os
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +30,7 @@ from calbench.conf_files import load_yaml
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.runner import predictions as fold_predictions
+from calbench.runner.integrity import SEAL, damage, seal
 from calbench.runner.predictions import FoldPredictions
 
 #: The labels that name a cell in tables; two stored cells sharing them (and their setting,
@@ -53,6 +60,29 @@ COLUMNS = [
     "predictions_sha256",
 ]
 
+#: What the store adds to a cell's `COLUMNS`: when it was stored, and the rows' checksum.
+STORED_COLUMNS = [*COLUMNS, "stored_at", SEAL]
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class DamagedCells(CalbenchError):
+    """Stored rows files that fail their check (`calbench.runner.integrity`)."""
+
+    def __init__(self, problems: dict[Path, str]):
+        self.problems = problems
+        shown = [f"{path}: {why}" for path, why in list(problems.items())[:5]]
+        more = f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else ""
+        super().__init__(
+            f"{len(problems)} stored cell(s) are damaged and were not read:\n  "
+            + "\n  ".join(shown)
+            + more
+            + "\n`calbench store verify --repair` moves them to store/damaged/; the next "
+            "`calbench run` of their sweep computes them again."
+        )
+
 
 class ResultStore:
     """Cells under ``<results_dir>/store``; see the module docstring."""
@@ -64,7 +94,29 @@ class ResultStore:
         return self.root / f"{cell_hash}.csv"
 
     def has(self, cell_hash: str) -> bool:
-        return self._csv(cell_hash).is_file()
+        """Whether the cell is stored and its rows are whole."""
+        return self._csv(cell_hash).is_file() and self.damage(cell_hash) is None
+
+    def damage(self, cell_hash: str) -> str | None:
+        """What is wrong with a stored cell's rows file (None: nothing, or no file)."""
+        path = self._csv(cell_hash)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return damage(data, cell_hash)
+
+    def quarantine(self, cell_hash: str) -> Path:
+        """Move a cell's files (rows, config, predictions) to ``store/damaged/``, where
+        nothing reads them, so the cell counts as not stored; returns that folder."""
+        folder = self.root / "damaged"
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for suffix in (".csv", ".yaml", ".npz"):
+            path = self.root / f"{cell_hash}{suffix}"
+            if path.exists():
+                os.replace(path, folder / f"{cell_hash}.{stamp}{suffix}")
+        return folder
 
     def write(
         self, cell_hash: str, rows: pd.DataFrame, config_text: str = "", predictions=None
@@ -81,6 +133,33 @@ class ResultStore:
         )
         return self.replace_rows(cell_hash, rows, config_hash=cell_hash, predictions_sha256=sha256)
 
+    def claim_data_name(self, experiment: str, name: str, data: dict) -> None:
+        """Record that data set ``name`` of ``experiment`` is the user's files ``data``
+        (`calbench.data.identity`), or refuse it where other files already carry that name
+        there: tables would average the two models into one row. The same files with new
+        content (scores written again) keep their name. ``store/data_names.tsv`` holds
+        one line per name, files and content."""
+        paths = "|".join(data["paths"])
+        content = "+".join(str(f["sha256"]) for f in data["files"])
+        index = self.root / "data_names.tsv"
+        lines = index.read_text().splitlines() if index.is_file() else []
+        entries = [line.split("\t") for line in lines if line.count("\t") == 3]
+        for known_experiment, known_name, known_paths, known_content in entries:
+            if (known_experiment, known_name) != (experiment, name) or known_paths == paths:
+                continue
+            if known_content != content:
+                raise CalbenchError(
+                    f"Data set name {name!r} in experiment {experiment!r} already names "
+                    f"{known_paths.replace('|', ' + ')}; {paths.replace('|', ' + ')} holds "
+                    "other scores, and tables would average the two into one row. Give it a "
+                    f"name of its own: dataset.name={name}_2 (or any other)."
+                )
+        entry = [experiment, name, paths, content]
+        if entry not in entries:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(index, "a") as f:  # one short append: atomic on a local disk
+                f.write("\t".join(entry) + "\n")
+
     def _yaml(self, cell_hash: str) -> Path:
         return self.root / f"{cell_hash}.yaml"
 
@@ -93,18 +172,34 @@ class ResultStore:
         return (load_yaml(path.read_text()) or {}) if path.is_file() else {}
 
     def replace_rows(
-        self, cell_hash: str, rows: pd.DataFrame, keep_time: bool = False, **constants
+        self, cell_hash: str, rows: pd.DataFrame, stored_at: str | None = None, **constants
     ) -> Path:
         """Write a cell's rows (all of them, at once; `calbench rescore` adds metrics);
-        ``constants`` give columns that hold one value for the whole cell. With
-        ``keep_time`` the file keeps its time: the time a cell was run, by which `read`
-        tells the latest of several settings, and which adding metrics does not change."""
+        ``constants`` give columns that hold one value for the whole cell. ``stored_at``
+        (default: now) is the time the cell was run, by which `read` tells the latest of
+        several settings; adding metrics keeps it."""
         path = self._csv(cell_hash)
-        run_time = path.stat().st_mtime if keep_time else None
-        atomic_write_text(path, csv_text(rows, COLUMNS, **constants))
-        if run_time is not None:
-            os.utime(path, (run_time, run_time))
+        text = csv_text(
+            rows, STORED_COLUMNS, **constants, stored_at=stored_at or now_iso(), **{SEAL: ""}
+        )
+        atomic_write_text(path, seal(text))
         return path
+
+    def cell(self, cell_hash: str) -> pd.DataFrame:
+        """One stored cell's rows, checked (`DamagedCells` where its file fails); a cell
+        stored before ``stored_at`` existed takes its file's time."""
+        path = self._csv(cell_hash)
+        if not path.is_file():
+            raise CalbenchError(f"No stored cell {cell_hash} in {self.root}.")
+        data = path.read_bytes()
+        problem = damage(data, cell_hash)
+        if problem:
+            raise DamagedCells({path: problem})
+        frame = _with_earlier_columns(_parse(data))
+        if "stored_at" not in frame:
+            mtime = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+            frame["stored_at"] = mtime.isoformat()
+        return frame
 
     def predictions(self, cell_hash: str, sha256: str) -> list[FoldPredictions]:
         """A stored cell's per-fold predictions, checked against the rows' checksum."""
@@ -126,41 +221,69 @@ class ResultStore:
         """
         files = sorted(self.root.glob("*.csv"))
         if not files:
-            return pd.DataFrame(columns=COLUMNS)
+            return pd.DataFrame(columns=STORED_COLUMNS)
         # Cells sharing a header are parsed in one go (one parser call instead of one per
         # cell: 1e6 rows in 2000 cells read in about 2 s); a cell's rows are its lines.
         groups: dict[bytes, list] = {}
+        damaged = {}
         for f in files:
-            header, _, body = f.read_bytes().partition(b"\n")
-            if body and not body.endswith(b"\n"):
-                body += b"\n"
+            data = f.read_bytes()
+            problem = damage(data, f.stem, check_name=False)
+            if problem:
+                damaged[f] = problem
+                continue
+            header, _, body = data.partition(b"\n")
             groups.setdefault(header, []).append((f, body))
+        if damaged:
+            raise DamagedCells(damaged)
         frames = []
         for header, cells in groups.items():
             text = header + b"\n" + b"".join(body for _, body in cells)
-            # A checksum of digits and one "e" would otherwise be read as a number.
-            part = pd.read_csv(
-                io.BytesIO(text), keep_default_na=False, dtype={"predictions_sha256": str}
-            )
+            part = _parse(text)
             counts = [body.count(b"\n") for _, body in cells]
-            part["written"] = np.repeat([f.stat().st_mtime for f, _ in cells], counts)
+            names = np.repeat([f.stem for f, _ in cells], counts)
+            misnamed = part["config_hash"].to_numpy() != names
+            if misnamed.any():
+                raise DamagedCells(
+                    {
+                        self.root / f"{name}.csv": "its rows name another cell than its file name"
+                        for name in sorted(set(names[misnamed]))
+                    }
+                )
+            part["written"] = _written(part, [f for f, _ in cells], counts)
             settings = [_setting(f.with_suffix(".yaml"), f.stem) for f, _ in cells]
-            part["setting"] = np.repeat(settings, counts)
+            part["setting"] = np.repeat([s for s, _ in settings], counts)
+            part["content"] = np.repeat([c for _, c in settings], counts)
             frames.append(part)
-        frame = pd.concat(frames, ignore_index=True)
-        frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
-        # Cells stored before predictions were kept have no checksum column.
-        sha256 = frame["predictions_sha256"] if "predictions_sha256" in frame else ""
-        frame["predictions_sha256"] = pd.Series(sha256, index=frame.index).fillna("")
-        if "classifier" in frame:  # cells stored before the column existed: no classifier
-            frame["classifier"] = frame["classifier"].fillna("none").replace("", "none")
-        else:
-            frame["classifier"] = "none"
+        frame = _with_earlier_columns(pd.concat(frames, ignore_index=True))
         if experiment is not None:
             frame = frame[frame["experiment"] == experiment]
         if latest:
             frame = frame[~frame["config_hash"].isin(superseded_cells(frame))]
         return frame
+
+
+def _parse(data: bytes) -> pd.DataFrame:
+    # A checksum of digits and one "e" would otherwise be read as a number.
+    return pd.read_csv(
+        io.BytesIO(data),
+        keep_default_na=False,
+        dtype={"predictions_sha256": str, "config_hash": str, SEAL: str},
+    )
+
+
+def _with_earlier_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of any calbench's store with today's columns: values as numbers, and the
+    columns cells stored by earlier versions lack filled in."""
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
+    # Cells stored before predictions were kept have no checksum column.
+    sha256 = frame["predictions_sha256"] if "predictions_sha256" in frame else ""
+    frame["predictions_sha256"] = pd.Series(sha256, index=frame.index).fillna("")
+    if "classifier" in frame:  # cells stored before the column existed: no classifier
+        frame["classifier"] = frame["classifier"].fillna("none").replace("", "none")
+    else:
+        frame["classifier"] = "none"
+    return frame
 
 
 def csv_text(frame: pd.DataFrame, columns: list[str], **constants) -> str:
@@ -192,22 +315,50 @@ def experiment_rows(store: ResultStore, experiment: str) -> pd.DataFrame:
     return rows
 
 
-def _setting(config_file: Path, fallback: str) -> str:
-    """A hash of a stored cell's config without its method and criterion sections."""
+def _written(part: pd.DataFrame, files: list[Path], counts: list[int]) -> np.ndarray:
+    """When each row's cell was stored (seconds): its ``stored_at``, which copying a store
+    or touching its files does not change; a cell stored before the column existed has
+    only its file's time."""
+    mtimes = np.repeat([f.stat().st_mtime for f in files], counts).astype(float)
+    if "stored_at" not in part:
+        return mtimes
+    stamps = pd.to_datetime(part["stored_at"].replace("", None), utc=True, format="ISO8601")
+    seconds = (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+    return np.where(np.isnan(seconds), mtimes, seconds)
+
+
+def _setting(config_file: Path, fallback: str) -> tuple[str, str]:
+    """A hash of a stored cell's config without its method and criterion sections, and the
+    content of the user's files it read ("" for other data; `calbench.data.identity`)."""
     if not config_file.is_file():
-        return fallback  # no config beside the rows: never superseded
-    config = load_yaml(config_file.read_text()) or {}
-    # Metrics added later by `calbench rescore` do not make a cell a different setting.
-    ignored = ("method", "criterion", "rescored")
-    return config_hash({k: v for k, v in config.items() if k not in ignored})
+        return fallback, ""  # no config beside the rows: never superseded
+    try:
+        config = load_yaml(config_file.read_text()) or {}
+    except Exception as exc:  # any parser's complaint: the file is damaged
+        problem = f"its config does not parse ({type(exc).__name__})"
+        raise DamagedCells({config_file: problem}) from None
+    # Metrics added later by `calbench rescore` do not make a cell a different setting, nor
+    # does the content of the files read: new content supersedes the old.
+    ignored = ("method", "criterion", "rescored", "data")
+    files = (config.get("data") or {}).get("files") or []
+    content = "+".join(str(f.get("sha256")) for f in files)
+    return config_hash({k: v for k, v in config.items() if k not in ignored}), content
 
 
 def superseded_cells(frame: pd.DataFrame) -> list[str]:
-    """Config hashes of cells that a more recently written cell with the same labels and
-    the same setting (all but method and criterion configs) replaces."""
+    """Config hashes of cells that a more recently written cell replaces: one with the same
+    labels and the same setting (all but method and criterion configs), or, for a data set
+    read from the user's files, any cell of the same setting computed on the files' newest
+    content (scores written again to the same path make every older cell stale)."""
     if frame.empty or "setting" not in frame:
         return []
     key = LABELS + ["setting"]
-    cells = frame.drop_duplicates("config_hash")[key + ["config_hash", "written"]]
+    columns = [*key, "config_hash", "written", "content"]
+    cells = frame.drop_duplicates("config_hash").reindex(columns=columns).fillna({"content": ""})
     cells = cells.sort_values("written")
-    return cells[cells.duplicated(key, keep="last")]["config_hash"].tolist()
+    replaced = set(cells[cells.duplicated(key, keep="last")]["config_hash"])
+    read_files = cells[cells["content"] != ""]
+    if not read_files.empty:
+        newest = read_files.groupby(["experiment", "setting"])["content"].transform("last")
+        replaced |= set(read_files[read_files["content"] != newest]["config_hash"])
+    return sorted(replaced)

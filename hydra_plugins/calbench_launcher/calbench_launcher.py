@@ -18,6 +18,14 @@ calbench's cell as a plain resolved config, without Hydra's per-job output folde
 ``compose=hydra`` composes and runs every job as Hydra's own launchers do (a folder with
 the job's ``.hydra`` configs and log under ``hydra.sweep.dir``).
 
+A cell that fails (calbench's error, a calibrator's exception, a worker process killed or out
+of memory) does not stop the sweep: the other cells run, each failure is recorded with its
+one-line reason in ``<results_dir>/failures.log``, one summary of them ends the sweep, and
+the command exits with status 1. Rerunning the same command retries the failed cells alone
+(the others are found stored). ``hydra.launcher.fail_fast=true`` stops at the first
+failure instead. Worker processes that die are replaced and their unfinished cells run
+again once; a cell whose workers die twice is recorded as failed.
+
 ``backend=ray`` sends each job as a Ray task of one CPU to the cluster at ``ray_address``
 ("auto": the one ``ray start`` runs here; null: Ray started on this machine's cores), and
 as many run at once as the cluster has CPUs; Ray runs a task again when its worker process
@@ -61,6 +69,8 @@ class CalbenchLauncherConf:
     ray_address: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional, not X | None
     #: backend=ray: how often a cell whose worker process died is run again.
     ray_retries: int = 3
+    #: Stop at the first failed cell (default: run every other cell, then report).
+    fail_fast: bool = False
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="calbench", node=CalbenchLauncherConf)
@@ -94,7 +104,7 @@ def _run_cell(idx: int, overrides, config: dict, choices: dict, cell):
     try:
         value = cell(config, choices.get("experiment"))
         status = JobStatus.COMPLETED
-    except Exception as exc:  # Hydra's sweeper raises it again when it reads the result
+    except (Exception, SystemExit) as exc:  # the sweep reports it and goes on
         value, status = exc, JobStatus.FAILED
     ret = JobReturn(overrides=list(overrides), status=status, _return_value=value)
     return idx, ret, time.perf_counter() - started
@@ -157,8 +167,10 @@ class CalbenchLauncher(Launcher):
         backend: str = "local",
         ray_address: str | None = None,
         ray_retries: int = 3,
+        fail_fast: bool = False,
     ) -> None:
         self.n_jobs, self.progress, self.compose = n_jobs, progress, compose
+        self.fail_fast = fail_fast
         self.backend, self.ray_address, self.ray_retries = backend, ray_address, ray_retries
         self.config = self.task_function = self.hydra_context = None
 
@@ -210,13 +222,18 @@ class CalbenchLauncher(Launcher):
         elif jobs == 1:
             finished = (run(*a) for a in args)
         else:
-            from joblib import Parallel, delayed
-
-            parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-            finished = parallel(delayed(run)(*a) for a in args)
+            finished = _on_workers(run, list(args), jobs)
         for idx, ret, seconds in finished:
             results[idx] = ret
             progress.finished(idx - initial_job_idx, ret, seconds)
+            if self.fail_fast and ret.status == JobStatus.FAILED:
+                finished.close()  # joblib then cancels the cells not yet started
+                break
+        report_failures(
+            [(job_overrides[i - initial_job_idx], r) for i, r in sorted(results.items())],
+            len(job_overrides),
+            Path(str(self.config.results_dir)),
+        )
         return [results[initial_job_idx + i] for i in range(len(job_overrides))]
 
     def _jobs(self, job_overrides, initial_job_idx):
@@ -252,6 +269,86 @@ class CalbenchLauncher(Launcher):
             ),
             costs,
         )
+
+
+#: Why a job's worker died, as a failed cell's reason.
+WORKER_DIED = "its worker process died (killed, or out of memory) twice"
+
+
+def _on_workers(run, args: list, jobs: int):
+    """Each job on a pool of ``jobs`` worker processes (joblib's loky), yielded as it
+    finishes. Where a worker dies, joblib stops the pool: a new pool runs the unfinished
+    jobs once more, and jobs unfinished after a second death are yielded as failed."""
+    from joblib import Parallel, delayed
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    pending = {a[0]: a for a in args}
+    for attempt in range(2):
+        parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
+        try:
+            for idx, ret, seconds in parallel(delayed(run)(*a) for a in pending.values()):
+                del pending[idx]
+                yield idx, ret, seconds
+            return
+        except TerminatedWorkerError:
+            print(
+                f"[sweep] a worker process died; {len(pending)} unfinished cell(s) "
+                + ("run again on new workers" if attempt == 0 else "recorded as failed"),
+                file=sys.stderr,
+                flush=True,
+            )
+    for idx, a in pending.items():
+        failure = RuntimeError(WORKER_DIED)
+        yield (
+            idx,
+            JobReturn(overrides=list(a[1]), status=JobStatus.FAILED, _return_value=failure),
+            0.0,
+        )
+
+
+def reason(error: BaseException) -> str:
+    """A failed cell's reason in one line: calbench's own message, else the exception's
+    type and message (a custom calibrator's error, not its traceback)."""
+    from calbench.errors import CalbenchError
+
+    if isinstance(error, SystemExit):  # calbench's `fail`, which printed its line already
+        return "stopped with an error (see above)"
+    text = str(error) if isinstance(error, CalbenchError) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())
+
+
+def report_failures(done: list, total: int, results_dir: Path) -> None:
+    """After a sweep: one summary of its failed cells (``done``: (overrides, JobReturn)
+    of each job that ran), each recorded in ``results_dir/failures.log``; exit status 1
+    where any failed."""
+    failed = [(o, r) for o, r in done if r.status == JobStatus.FAILED]
+    if not failed:
+        return
+    shared = set.intersection(*(set(o) for o, _ in done))  # results_dir=... and the like
+    lines = [
+        f"{' '.join(o for o in overrides if o not in shared) or ' '.join(overrides)}: "
+        f"{reason(r._return_value)}"
+        for overrides, r in failed
+    ]
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        with open(results_dir / "failures.log", "a") as log_file:
+            log_file.writelines(f"{stamp} | {line}\n" for line in lines)
+        where = f"; recorded in {results_dir / 'failures.log'}"
+    except OSError:
+        where = ""
+    not_run = total - len(done)
+    print(
+        f"\n[sweep] {len(failed)} of {total} cells failed"
+        + (f", {not_run} not run (fail_fast)" if not_run else "")
+        + f"{where}:\n"
+        + "\n".join(f"  {line}" for line in lines)
+        + "\nThe other cells are stored; the same command again retries only the failed ones.",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(1)
 
 
 def _ray_cpus(address: str | None) -> int:

@@ -1,0 +1,92 @@
+"""A stored cell's rows carry their own checksum, so a reader knows a file is whole.
+
+Every row of ``store/<hash>.csv`` ends with the column ``cell_sha256``: the SHA-256 of the
+cell's CSV text as written with that column empty. A file cut inside a value or at a line
+end, reduced to its header, edited, with a row missing or appended twice, or replaced by
+other bytes no longer matches it, and the rows' ``config_hash`` must be the file's name, so
+a cell copied under another name is caught too. The file stays a plain CSV that pandas
+reads as it is. Cells stored before the column existed are checked for their shape alone:
+every line as many fields as the header, every value a number.
+
+`damage` says what is wrong with one file; `calbench.runner.store` checks each file it
+reads with it, and `calbench store verify` every file of a store.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+
+#: The last column of a sealed cell's rows.
+SEAL = "cell_sha256"
+_DIGITS = 64
+
+
+def seal(text: str) -> str:
+    """``text`` (a CSV whose header ends with `SEAL` and whose rows leave it empty) with
+    its SHA-256 written into every row's last field."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    header, _, body = text.partition("\n")
+    # Fields hold no line breaks, so every ",\n" ends a row and its empty last field.
+    return header + "\n" + body.replace(",\n", "," + digest + "\n")
+
+
+def damage(data: bytes, cell_hash: str, check_name: bool = True) -> str | None:
+    """Why ``data``, the rows file of cell ``cell_hash``, cannot be trusted; None where it
+    can. ``check_name=False`` leaves the rows' ``config_hash`` to the caller (the store's
+    reader compares all files' at once)."""
+    if not data.strip():
+        return "the file is empty"
+    header, _, body = data.partition(b"\n")
+    if not body.strip():
+        return "it holds a header and no rows (cut short)"
+    if not body.endswith(b"\n"):
+        return "its last line is cut short"
+    names = header.decode(errors="replace").split(",")
+    problem = _sealed_damage(header, body) if names[-1] == SEAL else _shape_damage(data)
+    if problem:
+        return problem
+    if "config_hash" not in names:
+        return "it has no config_hash column"
+    return _name_damage(data, cell_hash) if check_name else None
+
+
+def _sealed_damage(header: bytes, body: bytes) -> str | None:
+    digest = body.partition(b"\n")[0].rpartition(b",")[2]
+    if len(digest) != _DIGITS:
+        return "its checksum field is damaged"
+    unsealed = body.replace(b"," + digest + b"\n", b",\n")
+    if hashlib.sha256(header + b"\n" + unsealed).hexdigest().encode() != digest:
+        return "its rows do not match their checksum (cut, edited, or rows added or removed)"
+    return None
+
+
+def _shape_damage(data: bytes) -> str | None:
+    """A file stored without a checksum: the shape a whole file has."""
+    try:
+        lines = list(csv.reader(io.StringIO(data.decode())))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return f"it is not a CSV file ({exc})"
+    header, rows = lines[0], lines[1:]
+    if "value" not in header:
+        return "it has no value column"
+    value = header.index("value")
+    for number, row in enumerate(rows, start=2):
+        if len(row) != len(header):
+            return f"line {number} has {len(row)} fields, the header {len(header)}"
+        try:
+            float(row[value])
+        except ValueError:
+            return f"line {number}'s value {row[value]!r} is not a number"
+    return None
+
+
+def _name_damage(data: bytes, cell_hash: str) -> str | None:
+    reader = csv.reader(io.StringIO(data.decode(errors="replace")))
+    header = next(reader)
+    column = header.index("config_hash")
+    others = {row[column] for row in reader if len(row) > column} - {cell_hash}
+    if others:
+        return f"its rows name another cell ({sorted(others)[0]}) than its file name"
+    return None

@@ -1,0 +1,118 @@
+"""``calbench store verify``: every file of a results store checked, and ``--repair``.
+
+A store holds, per cell, its rows (``<hash>.csv``, sealed by `calbench.runner.integrity`),
+its config (``<hash>.yaml``) and its predictions (``<hash>.npz``, whose SHA-256 the rows
+name), and the arrays that cells share (``arrays/<content hash>.npz``, named by their
+content). `verify` lists what is wrong with any of them; `repair` moves each damaged cell
+(all its files) to ``store/damaged/``, where nothing reads it and from where the next
+``calbench run`` of its sweep computes it again, moves damaged shared arrays there too
+(with the cells that name them), and removes temporary files that killed writers left.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from calbench.conf_files import load_yaml
+from calbench.errors import CalbenchError
+from calbench.runner import predictions as fold_predictions
+from calbench.runner.integrity import SEAL
+from calbench.runner.locks import cell_lock
+from calbench.runner.store import ResultStore
+
+#: A temporary file older than this is a killed writer's (a write takes seconds).
+LEFTOVER_AGE_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a store: the file, what is wrong, and the cell it breaks (None
+    for a shared file or a leftover)."""
+
+    path: Path
+    reason: str
+    cell: str | None = None
+
+
+def verify(results_dir) -> tuple[list[Problem], dict[str, int]]:
+    """Every problem of the store under ``results_dir``, and counts of what was checked."""
+    store = ResultStore(results_dir)
+    root = store.root
+    if not root.is_dir():
+        raise CalbenchError(f"No results store at {root}; `calbench run` makes one.")
+    problems: list[Problem] = []
+    counts = {"cells": 0, "unsealed": 0, "shared arrays": 0}
+    for path in sorted(root.glob("*.csv")):
+        counts["cells"] += 1
+        problems += _cell_problems(store, path.stem)
+        if not path.read_bytes().partition(b"\n")[0].endswith(SEAL.encode()):
+            counts["unsealed"] += 1
+    for path in sorted((root / "arrays").glob("*.npz")):
+        counts["shared arrays"] += 1
+        try:
+            fold_predictions.check_shared(path)
+        except CalbenchError as exc:
+            problems.append(Problem(path, str(exc).split(";")[0]))
+    problems += [
+        Problem(path, "a killed writer's temporary file")
+        for path in sorted(root.rglob(".*.tmp"))
+        if time.time() - path.stat().st_mtime > LEFTOVER_AGE_SECONDS
+    ]
+    return problems, counts
+
+
+def _cell_problems(store: ResultStore, cell_hash: str) -> list[Problem]:
+    rows_file = store.root / f"{cell_hash}.csv"
+    problem = store.damage(cell_hash)
+    if problem:
+        return [Problem(rows_file, problem, cell_hash)]
+    config = store.root / f"{cell_hash}.yaml"
+    if config.is_file():
+        try:
+            load_yaml(config.read_text())
+        except Exception as exc:  # any parser's complaint is the same finding
+            return [Problem(config, f"its config does not parse ({type(exc).__name__})", cell_hash)]
+    sha256 = store.cell(cell_hash)["predictions_sha256"].iat[0]
+    if sha256:
+        try:
+            store.predictions(cell_hash, sha256)
+        except CalbenchError as exc:
+            return [Problem(store.root / f"{cell_hash}.npz", str(exc).split(";")[0], cell_hash)]
+    return []
+
+
+def repair(results_dir, problems: list[Problem]) -> list[str]:
+    """Act on `verify`'s ``problems``: what was done, one line each."""
+    store = ResultStore(results_dir)
+    done = []
+    broken_arrays = {p.path.stem for p in problems if p.cell is None and p.path.suffix == ".npz"}
+    cells = {p.cell for p in problems if p.cell} | _cells_naming(store, broken_arrays)
+    for cell_hash in sorted(cells):
+        with cell_lock(store.root, cell_hash):
+            folder = store.quarantine(cell_hash)
+        done.append(f"moved cell {cell_hash} to {folder}")
+    for content in sorted(broken_arrays):
+        path = store.root / "arrays" / f"{content}.npz"
+        folder = store.root / "damaged"
+        folder.mkdir(exist_ok=True)
+        os.replace(path, folder / path.name)
+        done.append(f"moved shared arrays {path.name} to {folder}")
+    for problem in problems:
+        if problem.path.name.endswith(".tmp") and problem.path.exists():
+            problem.path.unlink()
+            done.append(f"removed {problem.path}")
+    return done
+
+
+def _cells_naming(store: ResultStore, contents: set[str]) -> set[str]:
+    """The cells whose predictions name one of the shared arrays files ``contents``."""
+    if not contents:
+        return set()
+    naming = set()
+    for path in store.root.glob("*.npz"):
+        if fold_predictions.shared_names(path) & contents:
+            naming.add(path.stem)
+    return naming
