@@ -1,14 +1,14 @@
 """What a cell computed on, for a data set read from the user's own files.
 
-A registered set's file is pinned by its published SHA-256 (the loader refuses other
-bytes) or, where none is published, by the sum `calbench data fetch` recorded when it
-fetched the file; a generated set is pinned by its options. A user's file is neither: the same path can
+A registered set's file is pinned by its published SHA-256 (the loader refuses other bytes)
+or, where none is published, by the sum `calbench data fetch` recorded when it fetched the
+file; a generated set is pinned by its options. A user's file is neither: the same path can
 hold another model's scores tomorrow. So its cells are identified by the files' names and
-the SHA-256 of their bytes instead of the path string: scores written again to the same
-path get new cells (never "already in the store"), and a file moved to another folder
-keeps its cells. The store keeps the identity beside each cell (``data`` in its config),
-so tables show the cells of a file's newest content only, and two different files that
-would carry one data set name are refused (`calbench.runner.store`).
+the SHA-256 of their bytes instead of the path string: scores written again to the same path
+get new cells (never "already in the store"), and a file moved to another folder keeps its
+cells. The store keeps the identity beside each cell (``data`` in its config), so tables
+show the cells of a file's newest content only, and two different files that would carry one
+data set name are refused (`calbench.runner.store`).
 """
 
 from __future__ import annotations

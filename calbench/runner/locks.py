@@ -1,12 +1,13 @@
 """One writer per cell at a time, across processes and machines sharing a store's folder.
 
 A cell's lock is an advisory ``flock`` on ``<results_dir>/.locks/<hash>.lock`` (beside the
-store, not in it: a run that fails before it stores anything leaves no store behind). The kernel releases
-it when its holder exits, killed or not, so a lock left by a dead run is never stale: the
-next writer takes it at once. Held around compute-and-write (two sweeps that plan the same
-cell compute it once; the second finds it stored) and around `calbench rescore`'s
-read-modify-write of a cell (two rescores at once both keep their metrics). Under the lock
-the cell's leftover temporary files, which only a killed writer leaves, are removed.
+store, not in it: a run that fails before it stores anything leaves no store behind). The
+kernel releases it when its holder exits, killed or not, so a lock left by a dead run is
+never stale: the next writer takes it at once. Held around compute-and-write (two sweeps
+that plan the same cell compute it once; the second finds it stored) and around `calbench
+rescore`'s read-modify-write of a cell (two rescores at once both keep their metrics). Under
+the lock the cell's leftover temporary files, which only a killed writer leaves, are
+removed.
 """
 
 from __future__ import annotations
