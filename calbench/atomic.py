@@ -24,6 +24,21 @@ def _umask() -> int:
     return mask
 
 
+def _sync_directory(folder: Path) -> None:
+    """Make a rename durable: until the folder's entry is on disk, a power cut can undo it
+    even though the file's bytes were synced."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a platform without directory handles (Windows): nothing to sync
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse to sync a directory; the rename still happened
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_tmp_path(path):
     """Yield a temporary path beside ``path``; on success it is renamed over ``path``.
@@ -39,6 +54,7 @@ def atomic_tmp_path(path):
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+        _sync_directory(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

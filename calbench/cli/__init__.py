@@ -86,9 +86,34 @@ def _single_cell(run) -> dict:
         )
 
 
+def check_results_dir(argv: list[str]) -> None:
+    """``results_dir=`` checked before Hydra writes its logs under it: Hydra's own failure
+    is a traceback, and an empty value puts its logs in /hydra at the filesystem root."""
+    from pathlib import Path
+
+    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "results_dir"]
+    value = given[-1] if given else "results"
+    if "${" in value or ("," in value and "-m" in argv):
+        return  # an interpolation or a sweep over folders: Hydra resolves it
+    if not value.strip():
+        fail(
+            "results_dir is empty: Hydra would write its logs to /hydra at the filesystem root. "
+            "Give a folder, e.g. results_dir=results."
+        )
+    existing = Path(value).expanduser().absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        fail(f"results_dir={value}: {existing} is a file, not a folder; choose another folder.")
+    if not os.access(existing, os.W_OK):
+        fail(f"results_dir={value}: {existing} is not writable; choose a writable folder.")
+
+
 def _run(argv: list[str]) -> None:
     import hydra
     from omegaconf import DictConfig
+
+    check_results_dir(argv)
 
     def app(cfg: DictConfig) -> dict:
         """One cell, as Hydra runs it (`run_cell`)."""

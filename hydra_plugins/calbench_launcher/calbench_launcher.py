@@ -23,8 +23,8 @@ of memory) does not stop the sweep: the other cells run, each failure is recorde
 one-line reason in ``<results_dir>/failures.log``, one summary of them ends the sweep, and
 the command exits with status 1. Rerunning the same command retries the failed cells alone
 (the others are found stored). ``hydra.launcher.fail_fast=true`` stops at the first
-failure instead. Worker processes that die are replaced and their unfinished cells run
-again once; a cell whose workers die twice is recorded as failed.
+failure instead. Where a worker process dies (killed, out of memory), the unfinished cells
+run again, each in a process of its own, so the death costs its own cell only.
 
 ``backend=ray`` sends each job as a Ray task of one CPU to the cluster at ``ray_address``
 ("auto": the one ``ray start`` runs here; null: Ray started on this machine's cores), and
@@ -272,38 +272,57 @@ class CalbenchLauncher(Launcher):
 
 
 #: Why a job's worker died, as a failed cell's reason.
-WORKER_DIED = "its worker process died (killed, or out of memory) twice"
+WORKER_DIED = "its worker process died (killed, or out of memory)"
 
 
 def _on_workers(run, args: list, jobs: int):
     """Each job on a pool of ``jobs`` worker processes (joblib's loky), yielded as it
-    finishes. Where a worker dies, joblib stops the pool: a new pool runs the unfinished
-    jobs once more, and jobs unfinished after a second death are yielded as failed."""
+    finishes. Where a worker dies, joblib stops the whole pool; the unfinished jobs then
+    run each in a process of its own (`_isolated`), so a death costs its own cell only."""
     from joblib import Parallel, delayed
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
     pending = {a[0]: a for a in args}
-    for attempt in range(2):
-        parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-        try:
-            for idx, ret, seconds in parallel(delayed(run)(*a) for a in pending.values()):
-                del pending[idx]
-                yield idx, ret, seconds
-            return
-        except TerminatedWorkerError:
-            print(
-                f"[sweep] a worker process died; {len(pending)} unfinished cell(s) "
-                + ("run again on new workers" if attempt == 0 else "recorded as failed"),
-                file=sys.stderr,
-                flush=True,
-            )
-    for idx, a in pending.items():
-        failure = RuntimeError(WORKER_DIED)
-        yield (
-            idx,
-            JobReturn(overrides=list(a[1]), status=JobStatus.FAILED, _return_value=failure),
-            0.0,
+    parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
+    try:
+        for idx, ret, seconds in parallel(delayed(run)(*a) for a in list(pending.values())):
+            del pending[idx]
+            yield idx, ret, seconds
+        return
+    except TerminatedWorkerError:
+        print(
+            f"[sweep] a worker process died; the {len(pending)} unfinished cell(s) run each in "
+            "a process of its own",
+            file=sys.stderr,
+            flush=True,
         )
+    yield from _isolated(run, list(pending.values()), jobs)
+
+
+def _isolated(run, args: list, jobs: int):
+    """Each job in a fresh one-worker process pool, ``jobs`` at a time: a job whose process
+    dies is yielded as failed (`WORKER_DIED`), and the others go on."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    from joblib.externals.loky.process_executor import ProcessPoolExecutor
+
+    from calbench.errors import CalbenchError
+
+    pending, running = list(args), {}
+    while pending or running:
+        while pending and len(running) < jobs:
+            a = pending.pop(0)
+            executor = ProcessPoolExecutor(max_workers=1)
+            running[executor.submit(run, *a)] = (executor, a)
+        finished, _ = wait(running, return_when=FIRST_COMPLETED)
+        for future in finished:
+            executor, a = running.pop(future)
+            try:
+                yield future.result()
+            except Exception:  # the process died: loky's TerminatedWorkerError
+                died = CalbenchError(WORKER_DIED)
+                yield a[0], JobReturn(list(a[1]), status=JobStatus.FAILED, _return_value=died), 0.0
+            executor.shutdown(wait=False)
 
 
 def reason(error: BaseException) -> str:
