@@ -65,6 +65,26 @@ def swept_values(config: dict, key: str) -> list[str]:
     return [override.get_value_element_as_str()]
 
 
+def override_values(arg: str) -> tuple[str | None, list[str] | None]:
+    """(key, its values as strings) of a command-line override (``method=ts,vs`` ->
+    ``("method", ["ts", "vs"])``, Hydra's prefixes ``+``, ``++`` and ``~`` dropped); the
+    values are None where Hydra's grammar would read them otherwise (an interpolation, a
+    function it evaluates later), and the key None for what is no override (``-m``)."""
+    if arg.startswith("-") or "=" not in arg:
+        return None, None
+    try:
+        override = _override_parser().parse_override(arg)
+    except Exception:  # Hydra reports the bad override itself, with its grammar's words
+        return None, None
+    key = override.key_or_group
+    try:
+        if override.is_sweep_override():
+            return key, [str(v) for v in override.sweep_string_iterator()]
+        return key, [override.get_value_element_as_str()]
+    except Exception:
+        return key, None
+
+
 @functools.cache
 def _override_parser():
     # Hydra's ANTLR grammar: imported on first use, as the data and table modules that

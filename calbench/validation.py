@@ -16,6 +16,8 @@ _ROW_SUM_TOLERANCE = 1e-4
 
 def check_scores(scores, field_name: str, where: str) -> np.ndarray:
     """A finite float64 matrix with at least one row and two columns."""
+    if np.iscomplexobj(scores):  # float64 would drop the imaginary part without a word
+        raise CalbenchError(f"{where}: {field_name} holds complex numbers; scores are real.")
     try:
         arr = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -63,6 +65,11 @@ def check_labels(y, field_name: str, where: str, n_samples: int, n_classes: int)
     arr = np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
+    if arr.ndim == 2 and arr.shape == (n_samples, n_classes) and np.isin(arr, (0, 1)).all():
+        raise CalbenchError(
+            f"{where}: {field_name} is one-hot encoded (shape {arr.shape}); give integer "
+            "labels, one per sample: y.argmax(axis=1)."
+        )
     if arr.ndim != 1:
         raise CalbenchError(
             f"{where}: {field_name} must be a vector of integer labels; got shape {arr.shape}."

@@ -494,3 +494,17 @@ def test_smoothed_reliability_equals_relplots_diagram_line():
     # Over-confident at temperature 2: the line runs below the diagonal at high confidence.
     high = ours["mesh"] > 0.8
     assert np.all(ours["accuracy"][high] < ours["mesh"][high])
+
+
+@pytest.mark.parametrize("n", [1, 20, 1000])
+@pytest.mark.parametrize("k", [2, 10])
+def test_kde_ece_of_one_repeated_prediction_is_its_gap_to_the_accuracy(n, k):
+    """Every row uniform: no density to estimate (Zhang's code returns up to 38 here); the
+    estimate's h -> 0 limit is |1/k - accuracy|, an ECE in [0, 1]."""
+    from calbench.metrics import kde_ece
+
+    y = (np.arange(n) % 3 == 0).astype(int)  # argmax of a uniform row is class 0
+    probs = np.full((n, k), 1.0 / k)
+    accuracy = (y == 0).mean()
+    assert kde_ece(probs, y) == pytest.approx(abs(1.0 / k - accuracy), abs=1e-12)
+    assert kde_ece(probs, y, order=2) == pytest.approx((1.0 / k - accuracy) ** 2, abs=1e-12)

@@ -109,11 +109,53 @@ def check_results_dir(argv: list[str]) -> None:
         fail(f"results_dir={value}: {existing} is not writable; choose a writable folder.")
 
 
+#: Config groups whose options `calbench list KIND` lists (the others are listed inline).
+LISTED = {"method": "methods", "dataset": "datasets"}
+
+
+def check_group_choices(argv: list[str]) -> None:
+    """``GROUP=NAME`` overrides checked before Hydra composes: a name that is no option of
+    its group gets one line with the nearest option, not Hydra's list of all of them; and
+    ``dataset.path`` without a data set that reads a file says which to add."""
+    from calbench.conf_files import group_files, override_values
+    from calbench.errors import nearest
+
+    groups = {"method", "dataset", "criterion", "loss", "shift", "protocol", "metrics"}
+    keys = {}
+    for arg in argv:
+        key, values = override_values(arg)
+        keys[key] = values
+        if key not in groups or values is None:
+            continue
+        options = group_files(key)
+        for value in values:
+            if value not in options:
+                where = (
+                    f"`calbench list {LISTED[key]}` lists them"
+                    if key in LISTED
+                    else f"they are: {', '.join(options)}"
+                )
+                fail(f"{key}={value} names no {key}{nearest(value, options)}; {where}.")
+    if "dataset" not in keys and "experiment" not in keys:
+        from calbench.conf_files import load_yaml, root_config
+
+        default = next(d["dataset"] for d in root_config()["defaults"] if "dataset" in d)
+        known = load_yaml(group_files("dataset")[default].read_text()) or {}
+        given = [k for k in keys if k and k.startswith("dataset.") and k[8:] not in known]
+        if given and given[0][8:] in {"path", "path_cal", "path_test", "task", "keys"}:
+            fail(
+                f"{given[0]} is set but no data set that reads a file is chosen: add dataset=npz "
+                "(your own scores; or kull_pickle, torch_pair, hdf5), e.g. calbench run "
+                "dataset=npz dataset.path=scores.npz."
+            )
+
+
 def _run(argv: list[str]) -> None:
     import hydra
     from omegaconf import DictConfig
 
     check_results_dir(argv)
+    check_group_choices(argv)
 
     def app(cfg: DictConfig) -> dict:
         """One cell, as Hydra runs it (`run_cell`)."""

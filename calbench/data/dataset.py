@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -11,6 +12,33 @@ import numpy as np
 from calbench.errors import CalbenchError
 from calbench.simplex import float32_softmax, probs_to_logits, softmax
 from calbench.validation import check_labels, check_probabilities, check_scores
+
+
+def _check_calibration_labels(y_cal: np.ndarray, n_classes: int, where: str) -> None:
+    """Refuse calibration labels no calibrator can learn from (one class, fewer rows than
+    classes); warn where some classes never occur (their rows get
+    ``calibration_classes_missing``)."""
+    present = np.unique(y_cal)
+    if len(present) < 2:
+        raise CalbenchError(
+            f"{where}: every calibration label is class {present[0]}; a calibrator needs at "
+            "least two classes in y_cal (temperature scaling would collapse to uniform)."
+        )
+    if len(y_cal) < n_classes:
+        raise CalbenchError(
+            f"{where}: {len(y_cal)} calibration rows for {n_classes} classes; a calibrator "
+            "needs at least one row per class."
+        )
+    if len(present) < n_classes:
+        absent = np.setdiff1d(np.arange(n_classes), present)
+        shown = ", ".join(str(c) for c in absent[:8]) + (" ..." if len(absent) > 8 else "")
+        warnings.warn(
+            f"{where}: {len(absent)} of {n_classes} classes never occur in y_cal ({shown}); "
+            "calibrators cannot learn them, and their rows say so "
+            "(calibration_classes_missing).",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 @dataclass(eq=False)
@@ -61,6 +89,7 @@ class Dataset:
             raise CalbenchError(
                 f"{where}: {len(self.class_names)} class names given for {k} classes."
             )
+        _check_calibration_labels(self.y_cal, k, where)
 
     @classmethod
     def from_probabilities(cls, name, probs_cal, y_cal, probs_test, y_test, **kwargs) -> Dataset:

@@ -111,7 +111,22 @@ def read_task(path, task: str) -> dict[str, np.ndarray]:
         missing = [a for a in ARRAYS if a not in group]
         if missing:
             raise CalbenchError(f"{str(path)!r}, task {task!r}: arrays {missing} are missing.")
-        return {a: group[a][()] for a in ARRAYS}
+        h5py = _h5py()
+        arrays = {}
+        for a in ARRAYS:
+            if isinstance(group.get(a, getlink=True), h5py.ExternalLink):
+                raise CalbenchError(
+                    f"{str(path)!r}, task {task!r}: {a} is a link to another file; calbench "
+                    "reads a task's arrays from its own file only (copy them in)."
+                )
+            arrays[a] = group[a][()]
+            if not isinstance(arrays[a], np.ndarray) or arrays[a].dtype.kind not in "biuf":
+                kind = getattr(arrays[a], "dtype", type(arrays[a]))
+                raise CalbenchError(
+                    f"{str(path)!r}, task {task!r}: {a} holds {kind} values; a task's arrays "
+                    "hold numbers (probabilities and integer labels)."
+                )
+        return arrays
 
 
 @functools.lru_cache(maxsize=64)
@@ -160,10 +175,8 @@ def load_hdf5(path, task, name=None):
                 f"{str(path)!r}, task {task!r}: probas_{split} are not probabilities (rows "
                 "must be finite, non-negative and sum to 1)."
             )
-        parts[split] = (
-            p / sums,
-            np.asarray(arrays[f"labels_{split}"]).reshape(-1).astype(np.int64),
-        )
+        # The labels as stored: `Dataset` refuses fractional or one-hot ones by name.
+        parts[split] = (p / sums, np.asarray(arrays[f"labels_{split}"]))
     return Dataset.from_probabilities(
         name or default_name(path, task),
         parts["cal"][0],

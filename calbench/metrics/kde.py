@@ -12,6 +12,14 @@ confidence x is min(1, acc * f1(x) / f(x)) and
 integrated by the trapezoid rule on Zhang's grid (2^14 points over [-0.6, 1.6]). The
 densities are evaluated as Zhang's code does through KDEpy's FFTKDE: the data are linearly
 binned onto the grid and convolved with the sampled kernel, here with numpy.
+
+Where the confidences barely spread (their standard deviation below Zhang's floor of 1e-3,
+as every uniform prediction's), or the kernel spans fewer than `_MIN_KERNEL_POINTS` grid
+points, there is no density to estimate: Zhang's code then carries the integrand's last
+value across the empty grid and returns values far outside [0, 1] (38.2 for 1,000 uniform
+10-class rows, all correct; 1.80 for 20). There the estimate's limit as h -> 0 is computed
+instead: the confidences fall into clusters whose kernels do not overlap, and each
+contributes its share of rows times ``|mean confidence - accuracy|^order``.
 """
 
 from __future__ import annotations
@@ -21,6 +29,10 @@ import numpy as np
 from calbench.metrics._checks import probs_and_labels
 
 _GRID = np.linspace(-0.6, 1.6, num=2**14)
+#: A kernel sampled by fewer grid points than this is not resolved (module docstring).
+_MIN_KERNEL_POINTS = 17
+#: Zhang's floor on the confidences' spread; below it they are one point, not a density.
+_MIN_SPREAD = 1e-3
 
 
 def _reflect(d):
@@ -73,8 +85,11 @@ def kde_ece(probs, y, order: int = 1) -> float:
     right = conf[correct]
     # h from the correct predictions' spread; where that is 0 (none or identical), from all.
     spread = np.std(right) if len(right) > 1 and np.std(right) > 0 else np.std(conf)
-    bandwidth = max(spread, 1e-3) * (2 * n) ** -0.2
+    bandwidth = max(spread, _MIN_SPREAD) * (2 * n) ** -0.2
     grid = _GRID
+    unresolved = 2 * 3.0 * bandwidth < (_MIN_KERNEL_POINTS - 1) * (grid[1] - grid[0])
+    if spread < _MIN_SPREAD or unresolved:
+        return _narrow_kernel_limit(conf, correct, 3.0 * bandwidth, order)
     outside = (grid <= 0.0) | (grid >= 1.0)
     dens_all = 2 * triweight_density(_reflect(conf), bandwidth)
     dens_all[outside] = 0.0
@@ -93,3 +108,15 @@ def kde_ece(probs, y, order: int = 1) -> float:
     return float(
         np.trapezoid(integrand[unit], grid[unit]) / np.trapezoid(dens_all[unit], grid[unit])
     )
+
+
+def _narrow_kernel_limit(conf, correct, radius, order) -> float:
+    """KDE-ECE as the bandwidth goes to 0: clusters of confidences whose kernels (support
+    ``radius`` either side) overlap, each weighted by its rows."""
+    order_of = np.argsort(conf, kind="stable")
+    c, right = conf[order_of], correct[order_of].astype(np.float64)
+    starts = np.flatnonzero(np.r_[True, np.diff(c) > 2 * radius])
+    sizes = np.diff(np.r_[starts, len(c)])
+    mean_conf = np.add.reduceat(c, starts) / sizes
+    accuracy = np.add.reduceat(right, starts) / sizes
+    return float(np.sum(sizes / len(c) * np.abs(mean_conf - accuracy) ** order))

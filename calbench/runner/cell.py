@@ -184,6 +184,9 @@ def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
             np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
         )
         values["inner_classes_missing"] = float(fit.inner_classes_missing)
+        fitted_on = np.unique(np.concatenate([m.y_fit for m in fold.members]))
+        if len(fitted_on) < dataset.n_classes:  # a flag: only where some class is absent
+            values["calibration_classes_missing"] = float(dataset.n_classes - len(fitted_on))
         values["wrong_certainties"] = wrong_certainties(fit.probs, fold.y_eval)
         if plan.criterion_name in TRAINED_PER_EPS and task.curve:
             # One fit per point of the curve, each scored at its own eps.
