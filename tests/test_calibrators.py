@@ -725,3 +725,17 @@ def test_every_string_option_is_declared_with_the_class(name):
         if isinstance(v, str) and v != "auto" and p not in ("criterion", "device")
     ]
     assert [p for p in strings if p not in table] == []
+
+
+def test_vector_scaling_beyond_newtons_class_limit_reaches_newtons_minimum(rng, monkeypatch):
+    """Above `NEWTON_VECTOR_MAX_CLASSES` (1,000: at 5,000 classes the 2k x 2k Hessian takes
+    800 MB) vector scaling fits by L-BFGS, to the minimum Newton's method finds."""
+    import calbench.calibrators.parametric as parametric
+
+    z, y = overconfident_logits(rng, 3000, 5, scale=1.5)
+    newton = make_calibrator("vs", tol=1e-10).fit(z, y)
+    monkeypatch.setattr(parametric, "NEWTON_VECTOR_MAX_CLASSES", 4)
+    lbfgs = make_calibrator("vs", tol=1e-10).fit(z, y)
+    assert lbfgs.n_iter_ != newton.n_iter_  # another solver ran
+    np.testing.assert_allclose(lbfgs.coef_, newton.coef_, atol=1e-4)
+    np.testing.assert_allclose(lbfgs.predict_proba(z), newton.predict_proba(z), atol=1e-5)

@@ -154,3 +154,48 @@ def test_missing_unreadable_and_mislabelled_files(tmp_path):
         load_dataset("cifar")
     with pytest.raises(CalbenchError, match="takes no option"):
         load_dataset("synthetic_dirichlet", n=5)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a: {**a, "logits_cal": a["logits_cal"] + 1j}, "holds complex numbers"),
+        (lambda a: {**a, "y_cal": np.eye(3)[a["y_cal"]]}, "one-hot encoded"),
+        (lambda a: {**a, "y_cal": np.zeros_like(a["y_cal"])}, "every calibration label is"),
+        (
+            lambda a: {**a, "logits_cal": a["logits_cal"][:2], "y_cal": a["y_cal"][:2]},
+            "2 calibration rows for 3 classes",
+        ),
+    ],
+    ids=["complex", "one_hot", "one_class", "fewer_rows_than_classes"],
+)
+def test_scores_no_calibrator_can_use_are_refused_by_name(tmp_path, change, message):
+    rng = np.random.default_rng(0)
+    arrays = {
+        "logits_cal": rng.normal(size=(30, 3)),
+        "y_cal": np.arange(30) % 3,
+        "logits_test": rng.normal(size=(30, 3)),
+        "y_test": np.arange(30) % 3,
+    }
+    path = _save(tmp_path / "bad.npz", **change(arrays))
+    with pytest.raises(CalbenchError, match=message):
+        load_dataset("npz", path=path)
+
+
+def test_a_class_absent_from_calibration_is_warned_and_flagged_in_the_rows(tmp_path):
+    from calbench.runner.cell import run_cell
+    from tests.test_runner import plan
+
+    rng = np.random.default_rng(0)
+    y_cal = np.arange(300) % 3
+    arrays = {
+        "logits_cal": rng.normal(size=(300, 4)),
+        "y_cal": y_cal,  # class 3 never occurs
+        "logits_test": rng.normal(size=(300, 4)),
+        "y_test": np.arange(300) % 4,
+    }
+    path = _save(tmp_path / "three_of_four.npz", **arrays)
+    with pytest.warns(UserWarning, match=r"1 of 4 classes never occur in y_cal \(3\)"):
+        rows = run_cell(plan("dataset=npz", f"dataset.path={path}", f"results_dir={tmp_path}"))
+    flag = rows.loc[rows["metric"] == "calibration_classes_missing", "value"]
+    assert flag.tolist() == [1.0]

@@ -365,3 +365,21 @@ def test_a_run_killed_at_random_points_loses_nothing(tmp_path):
     pd.testing.assert_series_equal(_values(killed), _values(clean), check_exact=True)
     leftovers = [p for p in verify(killed)[0] if not p.path.name.endswith(".tmp")]
     assert leftovers == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["method=ms_odr"], "method=ms_odr names no method (did you mean 'ms_odir'?); `calbench"),
+        (["-m", "method=ts,vss"], "method=vss names no method (did you mean 'vs'?)"),
+        (["loss=zero_on"], "loss=zero_on names no loss (did you mean 'zero_one'?); they are:"),
+        (["dataset.path=s.npz"], "dataset.path is set but no data set that reads a file is"),
+        (["dataset.name=../up"], "dataset.name='../up' cannot name files of tables"),
+        (["method=dir_odir", "method.grid.reg_lambda=[inf]"], "or a finite number >= 0. Got inf"),
+    ],
+    ids=["method", "swept_method", "loss", "path_without_loader", "name", "inf_in_grid"],
+)
+def test_config_mistakes_are_one_line_with_their_fix(tmp_path, args, message):
+    out = calbench("run", *args, f"results_dir={tmp_path}")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -143,3 +143,41 @@ def test_a_sweep_over_a_files_tasks_and_its_cells_follow_the_file(bench_file, tm
     again = cli(*sweep, f"dataset.path={moved}")
     assert again.count("already in the store") == 4
     assert sorted(p.name for p in (results / "store").glob("*.csv")) == stored
+
+
+def _bad_file(path, **replace):
+    """One 3-class task, with ``replace`` swapping in an array (or a callable that writes
+    it: an external link)."""
+    rng = np.random.default_rng(1)
+    pc, yc = _probs(rng, 30, 3)
+    pt, yt = _probs(rng, 30, 3)
+    arrays = {"probas_cal": pc, "labels_cal": yc, "probas_test": pt, "labels_test": yt}
+    with h5py.File(path, "w") as f:
+        group = f.create_group("d/m")
+        for key, value in arrays.items():
+            new = replace.get(key, value)
+            if callable(new):
+                new(group, key)
+            else:
+                group.create_dataset(key, data=new)
+    return path
+
+
+@pytest.mark.parametrize(
+    "replace, message",
+    [
+        ({"labels_cal": np.arange(30) % 3 + 0.5}, "y_cal must hold integer class labels"),
+        ({"labels_cal": np.eye(3)[np.arange(30) % 3]}, r"y_cal is one-hot encoded .*argmax"),
+        ({"labels_test": np.array([b"cat"] * 30)}, "labels_test holds |S3 values"),
+        (
+            {"labels_cal": lambda g, k: g.__setitem__(k, h5py.ExternalLink("other.h5", "/y"))},
+            "labels_cal is a link to another file",
+        ),
+        ({"labels_cal": np.zeros(30, dtype=int)}, "every calibration label is class 0"),
+    ],
+    ids=["fractional", "one_hot", "strings", "external_link", "one_class"],
+)
+def test_labels_no_calibrator_can_use_are_refused_by_name(tmp_path, replace, message):
+    path = _bad_file(tmp_path / "bad.h5", **replace)
+    with pytest.raises(CalbenchError, match=message):
+        load_hdf5(path, "d/m")

@@ -11,14 +11,16 @@ beside the class's other parameters, so that ``fit`` and the run's config check
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Number:
-    """A real (or, with ``integer``, an int) no smaller than ``low`` (above it if
-    ``strict``); booleans are not numbers here."""
+    """A finite real (or, with ``integer``, an int) no smaller than ``low`` (above it if
+    ``strict``); booleans are not numbers here, nor are inf and NaN (a penalty of inf
+    fitted silently to nothing)."""
 
     low: float | None = None
     strict: bool = False
@@ -26,14 +28,14 @@ class Number:
 
     def accepts(self, value) -> bool:
         kind = numbers.Integral if self.integer else numbers.Real
-        if isinstance(value, bool) or not isinstance(value, kind):
+        if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
             return False
         if self.low is None:
             return True
         return value > self.low if self.strict else value >= self.low
 
     def describe(self) -> str:
-        kind = "an int" if self.integer else "a number"
+        kind = "an int" if self.integer else "a finite number"
         if self.low is None:
             return kind
         return f"{kind} {'>' if self.strict else '>='} {self.low:g}"

@@ -22,6 +22,10 @@ from calbench.simplex import fitting_softmax, log_softmax
 
 #: Classes up to which the Newton solver is used (the Hessian has (k (k+1))^2 entries).
 NEWTON_MAX_CLASSES = 36
+#: Classes up to which vector scaling's Newton solver is used: its 2k x 2k Hessian takes
+#: 32 MB and an O(n k^2) product at 1,000 classes (ImageNet); at 5,000 it would take 800 MB
+#: and 7.5e9 multiplications a step on 300 rows, where L-BFGS's steps cost O(n k).
+NEWTON_VECTOR_MAX_CLASSES = 1000
 
 
 def row_pull_terms(a, row_pull) -> tuple[float, np.ndarray]:

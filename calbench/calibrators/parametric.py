@@ -20,6 +20,7 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr, Choice
 from calbench.calibrators.newton import (
     NEWTON_MAX_CLASSES,
+    NEWTON_VECTOR_MAX_CLASSES,
     newton_multinomial,
     newton_vector,
     row_pull_terms,
@@ -308,19 +309,26 @@ class VectorScaling(TemperatureScaling):
         + _SCALING_PARAMETERS
     )
 
+    # The generic chain rule: temperature scaling's one-parameter fast path is not ours.
+    _data_term = ParametricCalibrator._data_term
+
     def _initial_params(self, n_classes):
         return {"coef_": np.ones(n_classes), "intercept_": np.zeros(n_classes)}
 
     def _fit(self, logits, y):
-        if not self._fits_by_newton():
+        if not self._fits_by_newton(logits.shape[1]):
             return super()._fit(logits, y)
         self._fit_vector_by_newton(self._fitting_features(logits), y)
 
-    def _fits_by_newton(self) -> bool:
-        """The log-loss on the CPU: Newton's method on the 2k parameters (`newton_vector`),
-        the same minimum as L-BFGS in a handful of steps; other criteria and accelerators
-        take L-BFGS."""
-        return self.criterion == "nll" and _accelerator(getattr(self, "device", None)) is None
+    def _fits_by_newton(self, n_classes: int) -> bool:
+        """The log-loss on the CPU up to `NEWTON_VECTOR_MAX_CLASSES` classes: Newton's
+        method on the 2k parameters (`newton_vector`), the same minimum as L-BFGS in a
+        handful of steps; other criteria, accelerators and more classes take L-BFGS."""
+        return (
+            self.criterion == "nll"
+            and _accelerator(getattr(self, "device", None)) is None
+            and n_classes <= NEWTON_VECTOR_MAX_CLASSES
+        )
 
     def _fit_vector_by_newton(self, x, y, pen_w=0.0, pen_b=0.0):
         k = x.shape[1]

@@ -131,7 +131,7 @@ class StructuredScaling(ParametricCalibrator):
             "diagonal": self.lambda_diagonal * scale,
             "off_diagonal": self.lambda_off_diagonal * (k * (k - 1)) ** self.rho / n**self.tau,
         }
-        if VectorScaling._fits_by_newton(self):
+        if VectorScaling._fits_by_newton(self, k):
             x, lam = self._fitting_features(logits), self.penalties_
             if not self._matrix():
                 VectorScaling._fit_vector_by_newton(self, x, y, lam["diagonal"], lam["intercept"])

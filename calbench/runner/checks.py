@@ -62,6 +62,21 @@ def check_run_config(spec: CellSpec) -> None:
         config = getattr(spec, group)
         if "seed" in config:
             _check_seed(f"{group}.seed", config["seed"])
+    check_dataset_name(spec.dataset.get("name"))
+
+
+def check_dataset_name(name) -> None:
+    """A data set's name labels rows and names table and figure files: one path part."""
+    if name is None:
+        return
+    text = str(name)
+    if not text.strip() or text in (".", "..") or any(c in text for c in '/\\:*?"<>|'):
+        raise CalbenchError(
+            f"dataset.name={text!r} cannot name files of tables and figures: use letters, "
+            "digits, '-', '_' and '.', without '/' or '..' (e.g. dataset.name=my_resnet)."
+        )
+    if any(ord(c) < 32 for c in text):
+        raise CalbenchError(f"dataset.name={text!r} holds control characters.")
 
 
 def _check_seed(key: str, seed) -> None:
