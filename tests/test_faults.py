@@ -383,3 +383,16 @@ def test_config_mistakes_are_one_line_with_their_fix(tmp_path, args, message):
     out = calbench("run", *args, f"results_dir={tmp_path}")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_a_damaged_config_is_named_and_store_verify_says_so(store_copy):
+    config = _rows_file(store_copy).with_suffix(".yaml")
+    config.write_text("method: [unclosed\n")
+    with pytest.raises(DamagedCells, match=f"{config.name}: its config does not parse"):
+        ResultStore(store_copy).read()
+    out = calbench("store", "verify", "--results-dir", str(store_copy))
+    assert out.returncode == 1 and f"{config}: its config does not parse" in out.stdout
+    fixed = calbench("store", "verify", "--repair", "--results-dir", str(store_copy))
+    assert fixed.returncode == 0 and "moved cell" in fixed.stdout
+    assert calbench("store", "verify", "--results-dir", str(store_copy)).returncode == 0
+    assert len(ResultStore(store_copy).read()["config_hash"].unique()) == 1
