@@ -108,12 +108,13 @@ bench:
 	$(PYTHON) -m benchmarks.bench_sweep --out $(RESULTS)/bench
 	$(PYTHON) -m benchmarks.bench_arena_store --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_presets.py --one-job --data-dir $(DATA) --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_tour.py --out $(RESULTS)/bench
 	cat $(RESULTS)/bench/dirichlet.md $(RESULTS)/bench/dirichlet_imagenet.md \
 	    $(RESULTS)/bench/defaults_noisy.md \
 	    $(RESULTS)/bench/neighbourhood.md \
 	    $(RESULTS)/bench/hoki.md $(RESULTS)/bench/venn_abers.md $(RESULTS)/bench/tables.md \
 	    $(RESULTS)/bench/calarena_speed.md $(RESULTS)/bench/sweep.md $(RESULTS)/bench/arena_store.md \
-	    $(RESULTS)/bench/presets.md > $(RESULTS)/bench/summary.md
+	    $(RESULTS)/bench/presets.md $(RESULTS)/bench/tour.md > $(RESULTS)/bench/summary.md
 
 clean:
 	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/figures $(RESULTS)/reports $(RESULTS)/hydra \
