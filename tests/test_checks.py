@@ -29,7 +29,10 @@ from tests.test_runner import plan
             "'n_neighbors' parameter of KNNCalibrator must be an int >= 1. Got 'abc'",
         ),
         (["method=knn_kl", "method.grid.n_neighbors=[10.7]"], "must be an int >= 1. Got 10.7"),
-        (["method=dir_odir", "method.grid.reg_lambda=[-1.0]"], 'must be "auto" or a number >= 0'),
+        (
+            ["method=dir_odir", "method.grid.reg_lambda=[-1.0]"],
+            'must be "auto" or a finite number >= 0',
+        ),
         (["method=dir_odir", "+method.params.reg_mu=-2"], "'reg_mu' parameter"),
         (
             ["method=knn_kl", "+method.params.n_neighbors=64"],

@@ -253,7 +253,7 @@ def test_bad_hyperparameters_are_clear(small):
         make_calibrator("knn_kl", n_neighbors=300).fit(x, y_cal).predict_proba(x),
     )
     with pytest.raises(
-        CalbenchError, match="'bandwidth' parameter of KernelCalibrator must be a number > 0"
+        CalbenchError, match="'bandwidth' parameter of KernelCalibrator must be a finite number > 0"
     ):
         make_calibrator("kernel_dir", bandwidth=0).fit(x, y_cal)
     with pytest.raises(CalbenchError, match="power of two"):

@@ -1,5 +1,5 @@
 """The pinned float32 arithmetic of CalArena's MS and SMS replicas: the child runs torch's
-AVX2 kernels on two threads, and a fit gives the same bits whatever the caller's threads."""
+AVX2 kernels on one thread, and a fit gives the same bits whatever the caller's threads."""
 
 import numpy as np
 import pytest
@@ -10,8 +10,8 @@ from calbench.errors import CalbenchError
 pytestmark = pytest.mark.skipif(not can_pin(), reason="this CPU has no AVX2 kernels to pin")
 
 
-def test_the_child_runs_avx2_kernels_on_two_threads():
-    assert pinned(arithmetic) == ("AVX2", 2)
+def test_the_child_runs_avx2_kernels_on_one_thread():
+    assert pinned(arithmetic) == ("AVX2", 1)
 
 
 def test_a_float32_fit_does_not_depend_on_the_callers_threads():
@@ -39,3 +39,19 @@ def test_a_float32_fit_does_not_depend_on_the_callers_threads():
 def test_a_failing_fit_names_itself_and_its_reason():
     with pytest.raises(CalbenchError, match=r"int: .*invalid literal"):
         pinned(int, "not a number")
+
+
+@pytest.mark.slow
+def test_thirty_child_processes_give_one_fit():
+    """On two threads about one child in 30 gave another fit (a parallel reduction's order);
+    the pinned arithmetic's one thread gives the same bits in every child."""
+    pytest.importorskip("torchmin")
+    from calbench.calibrators.calarena import fit_float32_matrix_scaling
+    from calbench.data import load_dataset
+
+    data = load_dataset("synthetic_dirichlet", seed=0, n_cal=1500, n_test=10)
+    fits = {
+        pinned(fit_float32_matrix_scaling, data.logits_cal, data.y_cal)[0].tobytes()
+        for _ in range(30)
+    }
+    assert len(fits) == 1

@@ -498,8 +498,10 @@ def fit_float32_matrix_scaling(logits, y):
     import torch
 
     minimize = optional_module("torchmin").minimize
-    x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch"))
-    labels = torch.from_numpy(np.asarray(y, dtype=np.int64))
+    # Copies in torch's own memory, 64-byte aligned: MKL's reproducible mode promises the
+    # same bits only on aligned inputs, and numpy's buffers land wherever the heap has room.
+    x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch")).clone()
+    labels = torch.from_numpy(np.asarray(y, dtype=np.int64)).clone()
     k = x.shape[1]
 
     def loss(flat):
@@ -522,7 +524,7 @@ class Float32MatrixScaling(Calibrator):
     the unpenalised optimum that calbench's ``dir`` reaches by Newton's method, which on
     DenseNet-40 CIFAR-10 acts as a mild regulariser (held-out float32 log-loss 0.2270
     against 0.2273). Where that run stops depends on the float32 arithmetic: the fit runs
-    in `calbench.calibrators.pinned_arithmetic`'s (AVX2 kernels, two threads).
+    in `calbench.calibrators.pinned_arithmetic`'s (AVX2 kernels, one thread).
 
     Parameters
     ----------
@@ -580,8 +582,8 @@ def fit_float32_structured_matrix_scaling(logits, y):
     import torch
 
     minimize = optional_module("torchmin").minimize
-    x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch"))
-    labels = torch.from_numpy(np.asarray(y, dtype=np.int64))
+    x = torch.from_numpy(calarena_log_probabilities(logits, engine="torch")).clone()
+    labels = torch.from_numpy(np.asarray(y, dtype=np.int64)).clone()  # aligned, as MS's
     label_mean = torch.mean(x[torch.arange(len(labels)), labels])
 
     def slope(u):
@@ -596,7 +598,7 @@ def fit_float32_structured_matrix_scaling(logits, y):
         a, b = (a, c) if slope(c) > 0 else (c, b)
     inverse_temperature = float(np.exp(0.5 * (a + b)))
     n, k = x.shape
-    features = torch.from_numpy(_sms_features(logits, inverse_temperature, n))
+    features = torch.from_numpy(_sms_features(logits, inverse_temperature, n)).clone()
     lam_b = lam_d = k / n
     lam_o = k * (k - 1) / n
 
