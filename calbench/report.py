@@ -21,7 +21,7 @@ from calbench.tables.write import write_tables
 def claims_section(experiment: str, results_dir) -> str:
     """The papers' claims checked on the experiment's tasks, or why there are none."""
     from calbench.reproduce.claims import check_claims, to_markdown
-    from calbench.runner.bootstrap import BootstrapSettings
+    from calbench.stats.bootstrap import BootstrapSettings
 
     settings = BootstrapSettings()
     try:

@@ -20,6 +20,7 @@ LOWER = (
 )
 UPPER = (
     "calbench.runner",
+    "calbench.stats",
     "calbench.tables",
     "calbench.plots",
     "calbench.reproduce",

@@ -1,4 +1,4 @@
-"""Bootstrap intervals of stored cells (`calbench.runner.bootstrap`) and the tables' marks."""
+"""Bootstrap intervals of stored cells (`calbench.stats.bootstrap`) and the tables' marks."""
 
 import numpy as np
 import pytest
@@ -8,15 +8,15 @@ from calbench.conf_files import metric_sets
 from calbench.data.synthetic import SyntheticTrueMap, sample_labels
 from calbench.errors import CalbenchError
 from calbench.metrics.binned import _binned_error, equal_size_order
-from calbench.runner import bootstrap
-from calbench.runner.bootstrap import (
+from calbench.runner.predictions import FoldPredictions
+from calbench.simplex import softmax
+from calbench.stats import bootstrap
+from calbench.stats.bootstrap import (
     BootstrapSettings,
     bootstrap_cell,
     interval,
     resample_indices,
 )
-from calbench.runner.predictions import FoldPredictions
-from calbench.simplex import softmax
 
 
 def _fold(rng, n=1500, k=6, index=0, shift=2.0):
@@ -248,9 +248,9 @@ def test_cells_sharing_predictions_keep_their_own_metric_options(tmp_path):
     """Equal predictions are stored once (uncal is the same in every preset), so two cells
     may share a bootstrap cache file; a metric defined differently in each (Kull sums
     classwise ECE over classes, Gupta averages) gets each cell's own interval."""
-    from calbench.runner.bootstrap import stored_bootstrap
     from calbench.runner.job import run_job
     from calbench.runner.store import ResultStore
+    from calbench.stats.bootstrap import stored_bootstrap
     from tests.test_runner import plan
 
     common = ("method=ts", "dataset.n_test=800", f"results_dir={tmp_path}")
@@ -322,3 +322,19 @@ def test_rank_only_experiments_get_their_tasks_intervals_in_the_generic_tables(
     assert (
         "3 value(s) have no interval" in (tmp_path / "tables" / "default_p_cw_ece.md").read_text()
     )
+
+
+def test_every_metric_declares_how_it_resamples():
+    """A metric's author decides its resampled form: a mean of per-sample terms, a form on
+    every resample at once, recomputed whole on each, or no interval; each metric in exactly
+    one of them."""
+    from calbench.metrics import METRICS
+    from calbench.stats.bootstrap import NOT_RESAMPLED, PER_SAMPLE
+    from calbench.stats.resampled import RECOMPUTED, VECTORISED
+
+    kinds = [set(PER_SAMPLE), set(VECTORISED), set(RECOMPUTED), set(NOT_RESAMPLED)]
+    undeclared = sorted(set(METRICS) - set().union(*kinds))
+    assert not undeclared, f"declare how these resample: {undeclared}"
+    twice = [m for m in METRICS if sum(m in kind for kind in kinds) > 1]
+    assert not twice
+    assert set().union(*kinds) <= set(METRICS)

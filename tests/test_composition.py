@@ -1,6 +1,6 @@
 """calbench's launcher composes each distinct part of a sweep once
-(`calbench.cli.composition`): its configs must be Hydra's own, value for value, for
-every preset and every value its sweep names, and wherever it cannot be sure it must
+(`hydra_plugins.calbench_launcher.composition`): its configs must be Hydra's own, value
+for value, for every preset and every value its sweep names, and wherever it cannot be sure it must
 hand the job to Hydra whole."""
 
 import functools
@@ -9,8 +9,13 @@ import random
 
 import pytest
 
-from calbench.cli.composition import SweepComposer, as_cell_config, hydra_compose, resolve
 from calbench.conf_files import read_group, swept_values
+from hydra_plugins.calbench_launcher.composition import (
+    SweepComposer,
+    as_cell_config,
+    hydra_compose,
+    resolve,
+)
 from hydra_plugins.calbench_sweeper.calbench_sweeper import representative_jobs
 
 

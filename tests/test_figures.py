@@ -114,8 +114,8 @@ def test_reliability_bands_are_the_bins_bootstrap_intervals(rng):
 
     from calbench.metrics.binned import bin_statistics, top_label
     from calbench.plots.reliability import reliability_diagram
-    from calbench.runner.bootstrap import BootstrapSettings, fold_rng, resample_indices
     from calbench.simplex import softmax
+    from calbench.stats.bootstrap import BootstrapSettings, fold_rng, resample_indices
 
     y = rng.integers(0, 4, 600)
     z = 2.0 * rng.normal(size=(600, 4))

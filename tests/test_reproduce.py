@@ -468,8 +468,8 @@ def test_uncalibrated_and_ts_rows_of_each_paper(tmp_path, published_logits, pres
 def _intervals_hold_the_equal_numbers(results_dir, preset):
     """`calbench reproduce --ci`: each number's interval is the recentred bootstrap of its
     own cell (drawn again here), and a printed number equal to calbench's lies inside."""
-    from calbench.runner.bootstrap import BootstrapSettings, bootstrap_cell
     from calbench.runner.store import ResultStore
+    from calbench.stats.bootstrap import BootstrapSettings, bootstrap_cell
 
     settings = BootstrapSettings(resamples=200, seed=5, method="recentred")
     report = compare(preset, results_dir, intervals=settings)

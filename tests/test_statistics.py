@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from calbench.errors import CalbenchError
-from calbench.tables.statistics import critical_difference, friedman, task_ranks
+from calbench.stats.ranks import critical_difference, friedman, task_ranks
 
 # Demšar 2006, Table 5: q_0.05 for k = 2..10.
 NEMENYI = [1.960, 2.343, 2.569, 2.728, 2.850, 2.949, 3.031, 3.102, 3.164]

@@ -8,7 +8,7 @@ from matplotlib.backend_bases import FigureCanvasBase
 
 import calbench.plots.write as service
 from calbench.errors import CalbenchError
-from calbench.runner.bootstrap import BootstrapSettings
+from calbench.stats.bootstrap import BootstrapSettings
 
 
 def main(argv: list[str]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calbench.runner.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
+from calbench.stats.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
 
 
 def add_paired_bootstrap_options(parser) -> None:

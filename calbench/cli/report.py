@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import calbench.report as service
-from calbench.runner.bootstrap import BootstrapSettings
+from calbench.stats.bootstrap import BootstrapSettings
 
 
 def main(argv: list[str]) -> None:

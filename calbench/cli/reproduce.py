@@ -7,7 +7,7 @@ import argparse
 import calbench.reproduce.run as service
 from calbench.reproduce.overview import write_index
 from calbench.reproduce.published import presets
-from calbench.runner.bootstrap import BootstrapSettings
+from calbench.stats.bootstrap import BootstrapSettings
 
 
 def main(argv: list[str]) -> None:

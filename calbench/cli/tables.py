@@ -7,7 +7,7 @@ import argparse
 import calbench.tables.write as service
 from calbench.errors import CalbenchError
 from calbench.plots.write import risk_curve_files
-from calbench.runner.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
+from calbench.stats.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
 from calbench.tables.render import RENDERERS
 
 

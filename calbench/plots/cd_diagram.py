@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.plots.output import plt, save_figure
-from calbench.tables.statistics import FriedmanResult, friedman
+from calbench.stats.ranks import FriedmanResult, friedman
 
 
 def cd_diagram(ax, result: FriedmanResult, title=""):

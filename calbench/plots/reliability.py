@@ -10,8 +10,8 @@ from matplotlib.collections import LineCollection
 
 from calbench.metrics.binned import bin_statistics
 from calbench.metrics.smooth import smoothed_reliability
-from calbench.runner.bootstrap import fold_indices
-from calbench.runner.vectorised import binned_frequencies
+from calbench.stats.bootstrap import fold_indices
+from calbench.stats.resampled import binned_frequencies
 
 
 def reliability_diagram(

@@ -114,7 +114,7 @@ def write_figures(
     bands=None,
 ) -> list[Path]:
     """The experiment's figures under ``results_dir/figures``; ``bands``
-    (`calbench.runner.bootstrap.BootstrapSettings`) puts bootstrap intervals on the
+    (`calbench.stats.bootstrap.BootstrapSettings`) puts bootstrap intervals on the
     reliability diagrams' bars."""
     out_dir = Path(results_dir) / "figures"
     store = ResultStore(results_dir)

@@ -23,8 +23,8 @@ import pandas as pd
 from calbench.conf_files import load_yaml
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
-from calbench.runner.bootstrap import BootstrapSettings
 from calbench.runner.store import ResultStore, experiment_rows
+from calbench.stats.bootstrap import BootstrapSettings
 from calbench.tables.intervals import Replicates
 from calbench.tables.leaderboard import task_values
 

@@ -30,8 +30,8 @@ import pandas as pd
 
 from calbench.conf_files import group_files, load_yaml, read_group, swept_values
 from calbench.reproduce.published import not_reproducible, published
-from calbench.runner.bootstrap import stored_bootstrap
 from calbench.runner.store import ResultStore
+from calbench.stats.bootstrap import stored_bootstrap
 
 STATUSES = ("equal", "within tolerance", "verified cause", "unexplained", "not run")
 DIFFERS = ("verified cause", "unexplained")
@@ -273,7 +273,7 @@ def _status(ours, printed, half_unit, tolerance, spread, scale) -> str:
 
 def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
     """The report's rows for every published number of ``preset``; with ``intervals``
-    (`calbench.runner.bootstrap.BootstrapSettings`) also calbench's bootstrap interval of
+    (`calbench.stats.bootstrap.BootstrapSettings`) also calbench's bootstrap interval of
     each number and whether the printed number lies in it (columns `INTERVAL_COLUMNS`)."""
     table = published(preset)
     store = ResultStore(results_dir)

@@ -1,7 +1,7 @@
 """Intervals and paired marks for a ranked table (``calbench tables --ci``).
 
 Each value whose layout names its source (`RankedTable.sources`: a metric of stored cells)
-gets the bootstrap interval of the fold mean (`calbench.runner.bootstrap`), from the stored
+gets the bootstrap interval of the fold mean (`calbench.stats.bootstrap`), from the stored
 test predictions. Within a row, every ranked method is compared with the row's best on the
 same resamples (methods on the same test points are resampled alike): where the interval of
 their difference holds 0, the method is marked as not distinguishable from the best, which
@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from calbench.runner.bootstrap import BootstrapSettings, interval, stored_bootstrap
+from calbench.stats.bootstrap import BootstrapSettings, interval, stored_bootstrap
 from calbench.tables.layouts import RankedTable
 
 

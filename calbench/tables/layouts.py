@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from calbench.errors import CalbenchError, check_choice
+from calbench.stats.ranks import friedman, task_ranks
 from calbench.tables.generic import task_rows
 from calbench.tables.ranking import average_ranks, rank_row
-from calbench.tables.statistics import friedman, task_ranks
 
 
 @dataclass

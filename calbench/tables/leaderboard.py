@@ -1,7 +1,7 @@
 """``calbench leaderboard EXPERIMENT [--metric M]``: which method wins across the tasks of an
 experiment (networks, or UCI data set / classifier pairs), and how sure that is.
 
-Per method: the mean rank over tasks; the win rate (`calbench.tables.arena`) with a 95%
+Per method: the mean rank over tasks; the win rate (`calbench.stats.arena`) with a 95%
 interval from the bootstrap over blocks of tasks (a block: the tasks of one data set); the
 *clear* win rate, counting only wins the paired per-task test can tell from a tie (the
 paired bootstrap of the two methods' difference on the task's test points, as ``calbench
@@ -21,12 +21,12 @@ import pandas as pd
 
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
-from calbench.runner.bootstrap import BootstrapSettings
 from calbench.runner.store import ResultStore, experiment_rows
-from calbench.tables import arena
+from calbench.stats import arena
+from calbench.stats.bootstrap import BootstrapSettings
+from calbench.stats.ranks import task_ranks
 from calbench.tables.generic import task_rows
 from calbench.tables.intervals import Replicates
-from calbench.tables.statistics import task_ranks
 
 #: The reference the per-task comparisons count against.
 REFERENCE = "ts"

@@ -18,8 +18,8 @@ from calbench.atomic import atomic_write_text
 from calbench.conf_files import group_files, read_group
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
-from calbench.runner.bootstrap import BootstrapSettings
 from calbench.runner.store import ResultStore, superseded_cells
+from calbench.stats.bootstrap import BootstrapSettings
 from calbench.tables.catalogue import build_table, layout_of
 from calbench.tables.certainties import mark_wrong_certainties
 from calbench.tables.curves import curve_frame

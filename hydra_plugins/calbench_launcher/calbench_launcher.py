@@ -12,7 +12,7 @@ time spent and an estimate of the rest, each remaining cell weighed by its cost
 
 Composing a job from scratch costs Hydra about 0.17 s. With ``compose=cached`` (the
 default) the launcher composes what the jobs share once and each distinct swept value once
-(`calbench.cli.composition.SweepComposer`), before any job runs, so a bad value fails
+(`composition.SweepComposer`, beside this module), before any job runs, so a bad value fails
 first; each job is then assembled from those parts in about a millisecond and handed to
 calbench's cell as a plain resolved config, without Hydra's per-job output folder.
 ``compose=hydra`` composes and runs every job as Hydra's own launchers do (a folder with
@@ -252,7 +252,7 @@ class CalbenchLauncher(Launcher):
                 ),
                 [(m, 1.0) for m in methods],  # no config before the job composes its own
             )
-        from calbench.cli.composition import SweepComposer
+        from hydra_plugins.calbench_launcher.composition import SweepComposer
 
         loader, master = self.hydra_context.config_loader, self.config
         composer = SweepComposer(

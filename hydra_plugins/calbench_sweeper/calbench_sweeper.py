@@ -7,7 +7,7 @@ sweep to catch a bad override early. Composing takes about a quarter of a second
 with, so composing one job per distinct value of each swept key finds the same errors:
 kull_uci composes 38 jobs instead of 1540. The jobs themselves are composed again where
 they run, as before; calbench's launcher composes each swept value itself before any job
-runs (`calbench.cli.composition`), and then this check is left to it.
+runs (`hydra_plugins.calbench_launcher.composition`), and then this check is left to it.
 """
 
 from collections.abc import Sequence

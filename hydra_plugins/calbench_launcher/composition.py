@@ -14,7 +14,8 @@ that is more than a path (``${now:...}``) -- is composed by Hydra itself, whole.
 swept value.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Hydra's plugin scan executes this module without
+# registering it in sys.modules, where a dataclass's string annotations cannot be resolved.
 
 import functools
 import re

@@ -14,7 +14,7 @@ by their index in the test set, where the metric on the resampled rows would ord
 their position in the resample (a tie-break, as arbitrary as the other; equal scores with
 different outcomes straddling a cut are the only case where the two differ).
 
-Each function returns None where its options are not covered; `calbench.runner.bootstrap`
+Each function returns None where its options are not covered; `calbench.stats.bootstrap`
 checks its value on the fold itself against the metric before using it.
 """
 
@@ -208,6 +208,29 @@ VECTORISED = {
     "average_loss_gap": _loss_gap_replicates,
     "confidence_variance": lambda fold, indices: fold.probs.max(axis=1)[indices].var(axis=1),
 }
+
+
+#: Metrics with no form above, recomputed whole on each resample (`calbench.stats.bootstrap`
+#: falls back to it): estimators that are neither means of per-sample terms nor sums over
+#: bins of the drawn rows. A metric added to `calbench.metrics.METRICS` must be declared
+#: here, in `VECTORISED`, in the bootstrap's ``PER_SAMPLE`` or ``NOT_RESAMPLED``
+#: (tests/test_bootstrap.py), so its author decides how it resamples.
+RECOMPUTED = (
+    "brier_reliability",
+    "brier_resolution",
+    "brier_uncertainty",
+    "brier_within_bins",
+    "calibration_brier",
+    "calibration_log_loss",
+    "classwise_ece_p_value",
+    "confidence_ece_p_value",
+    "confidence_ece_sweep",
+    "kde_ece",
+    "refinement_brier",
+    "refinement_log_loss",
+    "smooth_ece",
+    "true_classwise_ce",
+)
 
 
 def binned_frequencies(scores, outcomes, indices, n_bins, binning="equal_width"):
