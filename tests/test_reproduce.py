@@ -508,7 +508,7 @@ def test_whole_preset_on_densenet40_every_difference_explained(
     differs, and each row marked verified inside the spread of the procedure it names."""
     from calbench.reproduce.run import reproduce
 
-    path, lines = reproduce(preset, published_logits, tmp_path)
+    path, lines = reproduce(preset, published_logits, tmp_path, procedures=True)
     report = pd.read_csv(path.with_suffix(".csv"), keep_default_na=False, dtype=str)
     ran = report[report["status"] != "not run"]
     assert set(ran["dataset"]) == {"c10_densenet40"}
@@ -533,3 +533,23 @@ def test_whole_preset_on_densenet40_every_difference_explained(
         assert values.min() - half <= float(row.published) + 1e-12
         assert float(row.published) <= values.max() + half + 1e-12
     assert "differ:" in lines[0] and "Reproduction of" in path.read_text()
+
+
+def test_reproduce_runs_no_procedure_twin_unless_asked(tmp_path, monkeypatch):
+    """`calbench reproduce PRESET` runs the preset (minutes); the twins (up to an hour each)
+    run with --procedures only, and an unverified stated cause says what verifying costs."""
+    import calbench.reproduce.run as run_module
+
+    ran = []
+    monkeypatch.setattr(run_module, "run_preset", lambda preset, *args: ran.append(preset))
+    monkeypatch.setattr("calbench.data.install.usable_sets", lambda wanted, d: ["c10_densenet40"])
+    run_module.reproduce("kull_deepnet", tmp_path, tmp_path)
+    assert ran == ["kull_deepnet"]
+    ran.clear()
+    run_module.reproduce("kull_deepnet", tmp_path, tmp_path, procedures=True)
+    assert ran == ["kull_deepnet", "kull_deepnet_procedure"]
+    hint = report_module.verify_hint("kull_deepnet", "vs_kull_keras")
+    assert hint == (
+        "Verify with `calbench reproduce kull_deepnet --procedures` (kull_deepnet_procedure, "
+        "about 60 minutes on 2 cores). "
+    )

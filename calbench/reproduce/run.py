@@ -3,9 +3,11 @@ published number of its tables beside calbench's.
 
 ``--from DIR`` first installs the registered files found in DIR (``calbench data fetch all
 --from DIR``: checksums verified). The preset then runs on the data sets of its sweep that
-are present (cells already stored are reused), then its ``PRESET_procedure`` twins where
-there are some (the papers' own fitting procedures over seeds, whose spreads verify the
-stated causes; ``--no-procedures`` skips it), and ``results/reproduction/PRESET.csv`` and
+are present (cells already stored are reused) and compares: minutes, not hours. The
+``PRESET_procedure`` twins (the papers' own fitting procedures over seeds, whose spreads
+verify the stated causes; up to an hour each) run only with ``--procedures``; their stored
+cells are always read, and a row whose stated cause is not yet verified says what
+verifying it costs. Then ``results/reproduction/PRESET.csv`` and
 ``.md`` get one row per published number (see `calbench.reproduce.comparison`).
 ``calbench reproduce all`` does so for every preset with published numbers whose data are
 present, and writes ``results/reproduction/index.md``: one overview line per paper table.
@@ -68,7 +70,7 @@ def reproduce(
     results_dir="results",
     source_dir=None,
     run=True,
-    procedures=True,
+    procedures=False,
     intervals=None,
 ):
     """Run (unless ``run`` is false) and compare; returns (report path, summary lines), or
