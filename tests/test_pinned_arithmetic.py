@@ -37,8 +37,9 @@ def test_a_float32_fit_does_not_depend_on_the_callers_threads():
 
 
 def test_a_failing_fit_names_itself_and_its_reason():
-    with pytest.raises(CalbenchError, match=r"int: .*invalid literal"):
+    with pytest.raises(CalbenchError, match=r"int: .*ValueError: invalid literal"):
         pinned(int, "not a number")
+    assert pinned(int, "7") == 7  # the child serves on after a failed request
 
 
 @pytest.mark.slow
@@ -47,11 +48,15 @@ def test_thirty_child_processes_give_one_fit():
     the pinned arithmetic's one thread gives the same bits in every child."""
     pytest.importorskip("torchmin")
     from calbench.calibrators.calarena import fit_float32_matrix_scaling
+    from calbench.calibrators.pinned_arithmetic import _Worker
     from calbench.data import load_dataset
 
     data = load_dataset("synthetic_dirichlet", seed=0, n_cal=1500, n_test=10)
-    fits = {
-        pinned(fit_float32_matrix_scaling, data.logits_cal, data.y_cal)[0].tobytes()
-        for _ in range(30)
-    }
+    fits = set()
+    for _ in range(30):  # a new child each time: the heap and timing differ between them
+        worker = _Worker()
+        fits.add(
+            worker.call(fit_float32_matrix_scaling, (data.logits_cal, data.y_cal))[0].tobytes()
+        )
+        worker.close()
     assert len(fits) == 1

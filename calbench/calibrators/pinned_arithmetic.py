@@ -18,7 +18,7 @@ torch and MKL on AVX-512, 2 threads        0.2272390    0.2205988
 =========================================  ===========  ============
 
 calbench's CalArena tolerances were measured where torch ran its AVX2 kernels; on an
-AVX-512 machine MS and SMS left them. `pinned` runs a fit in a child interpreter whose
+AVX-512 machine MS and SMS left them. `pinned` runs a fit in a child interpreter (one per process, kept) whose
 float32 arithmetic is the third row's: torch's AVX2 kernels (``ATEN_CPU_CAPABILITY``),
 MKL's AVX2 code path in its conditional numerical reproducibility mode (``MKL_CBWR``), one
 thread, whatever the CPU and the caller's thread limits. One thread, because on two about
@@ -42,6 +42,8 @@ import pickle
 import platform
 import subprocess
 import sys
+import tempfile
+import threading
 import warnings
 
 from calbench.errors import CalbenchError
@@ -80,25 +82,72 @@ def _unpinned_warning(name: str) -> None:
     )
 
 
+class _Worker:
+    """The child interpreter that runs pinned fits: started on first use and kept, so a fit
+    costs a pickle's round trip instead of a new interpreter's start and torch's import
+    (2.5 s). Requests and results travel pickled through its stdin and stdout; it ends
+    when this process closes its stdin, by exiting or by being killed."""
+
+    def __init__(self):
+        self.process = None
+        self.errors = None
+        self.lock = threading.Lock()
+
+    def _start(self):
+        self.errors = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+            env={**os.environ, **PINNED_ENVIRONMENT},
+        )
+
+    def close(self) -> None:
+        """End the child (it exits when its stdin closes)."""
+        with self.lock:
+            if self.process is not None:
+                self.process.stdin.close()
+                self.process.wait()
+                self.process = None
+
+    def call(self, function, args):
+        with self.lock:
+            if self.process is None or self.process.poll() is not None:
+                self._start()
+            try:
+                pickle.dump((function.__module__, function.__qualname__, args), self.process.stdin)
+                self.process.stdin.flush()
+                status, value = pickle.load(self.process.stdout)
+            except (OSError, EOFError, pickle.UnpicklingError):
+                self.process.kill()
+                code = self.process.wait()
+                self.process = None
+                self.errors.seek(0)
+                lines = self.errors.read().decode(errors="replace").strip().splitlines()
+                raise CalbenchError(
+                    f"{function.__qualname__}: the pinned float32 fit's child process died "
+                    f"(exit {code}): {lines[-1] if lines else 'no message'}"
+                ) from None
+        if status == "error":
+            raise CalbenchError(
+                f"{function.__qualname__}: the pinned float32 fit failed in its child "
+                f"process: {value}"
+            )
+        return value
+
+
+_WORKER = _Worker()
+
+
 def pinned(function, *args):
     """``function(*args)`` computed with the pinned float32 arithmetic. ``function`` must be
     a module-level function (the child imports it by name); its arguments and result travel
-    pickled through a pipe between this process and its own child."""
+    pickled through a pipe between this process and its child (`_Worker`)."""
     if not can_pin():
         _unpinned_warning(function.__qualname__)
         return function(*args)
-    request = pickle.dumps((function.__module__, function.__qualname__, args))
-    env = {**os.environ, **PINNED_ENVIRONMENT}
-    done = subprocess.run(
-        [sys.executable, "-m", __name__], input=request, capture_output=True, env=env
-    )
-    if done.returncode != 0:
-        reason = done.stderr.decode(errors="replace").strip().splitlines()
-        raise CalbenchError(
-            f"{function.__qualname__}: the pinned float32 fit failed in its child process "
-            f"(exit {done.returncode}): {reason[-1] if reason else 'no message'}"
-        )
-    return pickle.loads(done.stdout)
+    return _WORKER.call(function, args)
 
 
 def arithmetic() -> tuple[str, int]:
@@ -109,13 +158,25 @@ def arithmetic() -> tuple[str, int]:
 
 
 def _serve() -> None:
-    """The child's side: read one request from stdin, write its pickled result to stdout."""
+    """The child's side: answer requests from stdin until it closes. Its own stdout is the
+    channel, so anything a fit prints goes to stderr instead."""
     import torch
 
     torch.set_num_threads(PINNED_THREADS)
-    module, name, args = pickle.load(sys.stdin.buffer)
-    result = getattr(importlib.import_module(module), name)(*args)
-    sys.stdout.buffer.write(pickle.dumps(result))
+    requests = sys.stdin.buffer
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    while True:
+        try:
+            module, name, args = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            answer = ("ok", getattr(importlib.import_module(module), name)(*args))
+        except Exception as exc:  # the parent raises it as one line
+            answer = ("error", f"{type(exc).__name__}: {exc}")
+        pickle.dump(answer, channel)
+        channel.flush()
 
 
 if __name__ == "__main__":
