@@ -17,20 +17,19 @@ torch and MKL on AVX-512, 1 thread         0.2270182    0.2206117
 torch and MKL on AVX-512, 2 threads        0.2272390    0.2205988
 =========================================  ===========  ============
 
-calbench's CalArena tolerances were measured where torch ran its AVX2 kernels; on an
-AVX-512 machine MS and SMS left them. `pinned` runs a fit in a child interpreter (one per process, kept) whose
-float32 arithmetic is the third row's: torch's AVX2 kernels (``ATEN_CPU_CAPABILITY``),
-MKL's AVX2 code path in its conditional numerical reproducibility mode (``MKL_CBWR``), one
-thread, whatever the CPU and the caller's thread limits. One thread, because on two about
-one child process in 30 gave another fit of the same data (a parallel reduction's order is
-not fixed, even in MKL's reproducible mode), and on one none in 120. Checked on a second
-machine (`benchmarks/pinned_arithmetic_check.py`: 16 cores, AVX-512, torch 2.11.0+cu130,
-Python 3.12, against 2 cores, torch 2.13.0+cpu, Python 3.11 here): the pinned fit's held-out
-log-loss was 0.22701801 on both, and 12 child processes there gave one fit; that machine's
-own arithmetic gave 0.22701458 on its 16 threads and 0.22723905 on 2. Where torch has no
-AVX2 kernels
-(ARM, or an older x86 CPU) the fit runs in this process, with one warning that its float32
-trajectory may differ from CalArena's.
+calbench's CalArena tolerances were measured where torch ran its AVX2 kernels; on an AVX-512
+machine MS and SMS left them. `pinned` runs a fit in a child interpreter (one per process,
+kept) whose float32 arithmetic is the third row's: torch's AVX2 kernels
+(``ATEN_CPU_CAPABILITY``), MKL's AVX2 code path in its conditional numerical reproducibility
+mode (``MKL_CBWR``), one thread, whatever the CPU and the caller's thread limits. One
+thread, because on two about one child process in 30 gave another fit of the same data (a
+parallel reduction's order is not fixed, even in MKL's reproducible mode), and on one none
+in 120. Checked on a second machine (`benchmarks/pinned_arithmetic_check.py`: 16 cores,
+AVX-512, torch 2.11.0+cu130, Python 3.12, against 2 cores, torch 2.13.0+cpu, Python 3.11
+here): the pinned fit's held-out log-loss was 0.22701801 on both, and 12 child processes
+there gave one fit; that machine's own arithmetic gave 0.22701458 on its 16 threads and
+0.22723905 on 2. Where torch has no AVX2 kernels (ARM, or an older x86 CPU) the fit runs in
+this process, with one warning that its float32 trajectory may differ from CalArena's.
 """
 
 from __future__ import annotations
