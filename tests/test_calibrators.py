@@ -739,3 +739,15 @@ def test_vector_scaling_beyond_newtons_class_limit_reaches_newtons_minimum(rng, 
     assert lbfgs.n_iter_ != newton.n_iter_  # another solver ran
     np.testing.assert_allclose(lbfgs.coef_, newton.coef_, atol=1e-4)
     np.testing.assert_allclose(lbfgs.predict_proba(z), newton.predict_proba(z), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["dir", "ms_odir", "dir_odir", "dir_l2"])
+def test_a_full_matrix_map_beyond_its_class_limit_refuses_before_work(name):
+    """At 5,000 classes a k x k map has 25M parameters (200 MB a copy) and a step costs
+    n k^2: refused with the structured alternatives named, before any fitting."""
+    from calbench.calibrators.parametric import MATRIX_MAX_CLASSES
+
+    k = MATRIX_MAX_CLASSES + 1
+    z = np.zeros((k, k))  # one row per class: the refusal needs no more
+    with pytest.raises(CalbenchError, match=rf"full {k} x {k} map .* use a structured map"):
+        make_calibrator(name).fit(z, np.arange(k))

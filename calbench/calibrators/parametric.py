@@ -421,6 +421,24 @@ DIAGONAL_STRENGTHS = (100.0, 10.0, 1.0, 0.1, 0.0)
 DIAGONAL_HOLDOUT = 0.2
 
 
+#: Classes up to which a full k x k map is fitted. At 1,000 (ImageNet) a default fit takes
+#: 35 to 40 s on 16 cores; at 2,000 one copy of the parameters is 32 MB and a step costs
+#: n k^2 = 1e11 multiplications on 25,000 rows; at 5,000, 200 MB a copy (L-BFGS keeps about
+#: 20) and 6e11 a step: hours, so refused before any work.
+MATRIX_MAX_CLASSES = 2000
+
+
+def _check_matrix_size(owner: str, n: int, k: int) -> None:
+    if k > MATRIX_MAX_CLASSES:
+        raise CalbenchError(
+            f"{owner}: a full {k} x {k} map has {k * (k + 1):,} parameters "
+            f"({k * (k + 1) * 8 / 1e9:.1f} GB a copy, about 20 copies in L-BFGS) and a step "
+            f"costs n k^2 = {n * k * k:.1e} multiplications; it is fitted up to "
+            f"{MATRIX_MAX_CLASSES} classes. At {k} classes use a structured map (sms, svs), "
+            "vs or ts."
+        )
+
+
 class MatrixScaling(ParametricCalibrator):
     r"""``softmax(W z + b)`` on logits, with optional L2 or ODIR regularisation.
 
@@ -775,6 +793,7 @@ class MatrixScaling(ParametricCalibrator):
     def _fit(self, logits, y):
         solver = self.solver
         k = logits.shape[1]
+        _check_matrix_size(type(self).__name__, *logits.shape)
         self.temperature_ = None
         x = self._features(logits)  # once: ln p at ImageNet shape is 25M logarithms
         self._resolve_strengths(*logits.shape)
