@@ -98,8 +98,10 @@ def cell_cost(config: dict) -> float:
 
 class SweepEstimate:
     """The time a sweep has left: each remaining cell's `cell_cost` at its method's seconds
-    per unit of cost so far (the finished cells' mean where the method has not finished
-    one), shared over the jobs running at once."""
+    per unit of cost so far, shared over the jobs running at once. A method none of whose
+    cells has run has no rate: its cells are left out of the number, which is then a lower
+    bound, and the line says their time is unknown (a guess from other methods' rates once
+    promised a 9-minute sweep 37 hours)."""
 
     def __init__(self, costs: list[tuple[str, float]], jobs: int):
         self.costs, self.jobs = costs, jobs
@@ -115,15 +117,19 @@ class SweepEstimate:
             self.units[method] = self.units.get(method, 0.0) + cost
 
     def to_go(self) -> float | None:
-        """Seconds left, or None before any cell has run."""
+        """Seconds the remaining cells of timed methods take (all of the time left where
+        `untimed` is empty, a lower bound otherwise); None before any cell has run."""
         if not self.units:
             return None
-        overall = sum(self.seconds.values()) / max(sum(self.units.values()), 1e-12)
         rates = {m: self.seconds[m] / max(u, 1e-12) for m, u in self.units.items()}
-        work = sum(cost * rates.get(self.costs[i][0], overall) for i, cost in self.left.items())
+        work = sum(
+            cost * rates[self.costs[i][0]]
+            for i, cost in self.left.items()
+            if self.costs[i][0] in rates
+        )
         return work / self.jobs
 
     def untimed(self) -> list[str]:
-        """Methods of the remaining cells none of whose cells has run yet: their share of
-        the estimate is a guess from the others' (the progress line names them)."""
-        return sorted({self.costs[i][0] for i in self.left} - set(self.units) - {""})
+        """Methods of the remaining cells none of whose cells has run yet: their time is
+        unknown, and `to_go` leaves them out."""
+        return sorted({self.costs[i][0] for i in self.left} - set(self.units))

@@ -143,14 +143,25 @@ class Progress:
             f"[sweep] {self.done}/{self.total} cells ({self.stored} found stored) | "
             f"{clock(elapsed)} elapsed on {self.jobs} job(s)"
         )
-        to_go = self.estimate.to_go()
-        if to_go is not None and self.done < self.total:
-            line += f" | about {clock(to_go)} to go"
-            untimed = self.estimate.untimed()
-            if untimed:
-                names = ", ".join(untimed[:3]) + (", ..." if len(untimed) > 3 else "")
-                line += f" (guessed for {names}: none of their cells has run yet)"
+        if self.done < self.total:
+            line += _time_left(self.estimate.to_go(), self.estimate.untimed())
         print(line, flush=True)
+
+
+def _time_left(known: float | None, untimed: list[str]) -> str:
+    """The progress line's time left: an estimate where every remaining method has run a
+    cell, else what is known and which methods' time is not."""
+    names = ", ".join(m or "the others" for m in untimed[:3]) + (
+        ", ..." if len(untimed) > 3 else ""
+    )
+    if known is None:
+        return " | time left unknown until a cell has run"
+    if not untimed:
+        return f" | about {clock(known)} to go"
+    return (
+        f" | at least {clock(known)} to go, more for {names}: unknown until one of their "
+        "cells has run"
+    )
 
 
 #: ``hydra.launcher.compose``'s and ``hydra.launcher.backend``'s values.
