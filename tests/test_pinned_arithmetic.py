@@ -1,6 +1,11 @@
 """The pinned float32 arithmetic of CalArena's MS and SMS replicas: the child runs torch's
 AVX2 kernels on one thread, and a fit gives the same bits whatever the caller's threads."""
 
+import os
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
@@ -60,3 +65,32 @@ def test_thirty_child_processes_give_one_fit():
         )
         worker.close()
     assert len(fits) == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_child_dies_with_its_parent(tmp_path):
+    """A parent killed in the middle of a fit takes its pinned child with it."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, time\n"
+        "from calbench.calibrators.pinned_arithmetic import _WORKER, pinned\n"
+        "pinned(os.getpid)\n"
+        "print(_WORKER.process.pid, flush=True)\n"
+        "pinned(time.sleep, 60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{child}") or "Z" in _state(child):
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the pinned child {child} outlived its parent")
+
+
+def _state(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0]
+    except OSError:
+        return "Z"
