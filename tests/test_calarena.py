@@ -236,3 +236,14 @@ def test_calarena_numbers_on_the_published_densenet40(published_logits, tmp_path
     assert missed.empty, "numbers off CalArena's:\n" + missed[columns].to_string()
     bbq = mine[(mine["method"] == "bbq") & (mine["metric"] == "log_loss_float32")]
     assert bbq["status"].item() == "equal"
+
+
+def test_boosting_on_classes_too_rare_for_its_folds_is_one_clear_error():
+    """Five stratified folds need five rows of each class: scikit-learn's ValueError became
+    calbench's error naming the rarest class's count and the fix."""
+    pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), [4, 12, 12, 12])  # class 0: 4 rows for 5 folds
+    z = rng.normal(size=(len(y), 4))
+    with pytest.raises(CalbenchError, match=r"rarest class here has 4 row\(s\)"):
+        make_calibrator("lightgbm").fit(z, y)

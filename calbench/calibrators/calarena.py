@@ -335,6 +335,14 @@ class BoostedCalibrator(Calibrator):
         x = self._features(logits)
         self.observed_ = np.unique(y)
         code = np.searchsorted(self.observed_, y)
+        rarest = int(np.bincount(code).min())
+        if rarest < int(self.n_folds):
+            raise CalbenchError(
+                f"{type(self).__name__} ({self.library}) early-stops each of its "
+                f"{int(self.n_folds)} stratified folds on held-out rows of every class; the "
+                f"rarest class here has {rarest} row(s). Give it at least {int(self.n_folds)} "
+                "rows of each class, or lower n_folds."
+            )
         folds = StratifiedKFold(int(self.n_folds), shuffle=True, random_state=int(self.seed))
         train = getattr(self, f"_train_{self.library}")
         self.models_ = [

@@ -43,6 +43,7 @@ from calbench.calibrators.parametric import (
     ParametricCalibrator,
     TemperatureScaling,
     VectorScaling,
+    _accelerator,
     _lbfgs,
 )
 from calbench.calibrators.threads import blas_threads
@@ -131,15 +132,17 @@ class StructuredScaling(ParametricCalibrator):
             "diagonal": self.lambda_diagonal * scale,
             "off_diagonal": self.lambda_off_diagonal * (k * (k - 1)) ** self.rho / n**self.tau,
         }
-        if VectorScaling._fits_by_newton(self, k):
-            x, lam = self._fitting_features(logits), self.penalties_
-            if not self._matrix():
-                VectorScaling._fit_vector_by_newton(self, x, y, lam["diagonal"], lam["intercept"])
-                return
+        on_cpu = self.criterion == "nll" and _accelerator(getattr(self, "device", None)) is None
+        if on_cpu and self._matrix():
+            x = self._fitting_features(logits)
             if k <= NEWTON_MAX_CLASSES:
                 self._fit_matrix_by_newton(x, y)
             else:
                 self._fit_matrix_by_scaled_lbfgs(x, y)
+            return
+        if not self._matrix() and VectorScaling._fits_by_newton(self, k):
+            x, lam = self._fitting_features(logits), self.penalties_
+            VectorScaling._fit_vector_by_newton(self, x, y, lam["diagonal"], lam["intercept"])
             return
         super()._fit(logits, y)
 
