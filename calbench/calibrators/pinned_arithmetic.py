@@ -47,16 +47,16 @@ import warnings
 
 from calbench.errors import CalbenchError
 
+# One thread: on two, about one child process in 30 gave another fit (a parallel
+# reduction's order is not fixed even with MKL's reproducible mode); on one, none in 120.
+PINNED_THREADS = 1
 #: The child's environment: the arithmetic of the table's third row.
 PINNED_ENVIRONMENT = {
     "ATEN_CPU_CAPABILITY": "avx2",
     "MKL_CBWR": "AVX2",
-    # One thread: on two, about one child process in 30 gave another fit (a parallel
-    # reduction's order is not fixed even with MKL's reproducible mode); on one, none in 120.
-    "MKL_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": str(PINNED_THREADS),
+    "OMP_NUM_THREADS": str(PINNED_THREADS),
 }
-PINNED_THREADS = 1
 
 
 @functools.cache

@@ -22,6 +22,7 @@ deep-net presets have one fold).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
 
@@ -197,6 +198,7 @@ PROCEDURE_MINUTES = {
 }
 
 
+@functools.lru_cache(maxsize=256)
 def verifying_twin(preset: str, method: str) -> str | None:
     """The procedure twin of ``preset`` whose sweep runs ``method``, if one does."""
     configs = read_group("experiment")
@@ -343,8 +345,8 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
         verify = next((r.verify for r in matching if r.verify), None)
         spread = spreads.get((row["dataset"], verify, row["metric"])) if verify else None
         half_unit = 0.5 * 10.0**-decimals
-        pending = bool(verify) and bool(verify_hint(preset, verify))
-        status = _status(ours, printed, half_unit, tolerance, spread, scale, pending)
+        hint = verify_hint(preset, verify) if verify else ""
+        status = _status(ours, printed, half_unit, tolerance, spread, scale, bool(hint))
         procedure = ""
         if verify and status != "not run":
             procedure = f"{verify}: " + (
@@ -356,7 +358,7 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
                 cells = " ".join([cells, *spread.cells]).strip()
         note = " ".join(r.note for r in matching) if status != "equal" else ""
         if status == "cause not verified":
-            note = verify_hint(preset, verify) + note
+            note = hint + note
         elif status == "unexplained":
             if not matching:
                 note = "cause not yet known"

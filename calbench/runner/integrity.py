@@ -44,12 +44,21 @@ def damage(data: bytes, cell_hash: str, check_name: bool = True) -> str | None:
     if not body.endswith(b"\n"):
         return "its last line is cut short"
     names = header.decode(errors="replace").split(",")
-    problem = _sealed_damage(header, body) if names[-1] == SEAL else _shape_damage(data)
-    if problem:
-        return problem
     if "config_hash" not in names:
         return "it has no config_hash column"
-    return _name_damage(data, cell_hash) if check_name else None
+    if names[-1] == SEAL:
+        problem = _sealed_damage(header, body)
+        # The checksum covers every row, and the writer gives them one config_hash: the
+        # first row's is the file's.
+        rows = [next(csv.reader([body.partition(b"\n")[0].decode(errors="replace")]))]
+    else:
+        problem, rows = _shape_damage(data)
+    if problem or not check_name:
+        return problem
+    named = {row[names.index("config_hash")] for row in rows} - {cell_hash}
+    if named:
+        return f"its rows name another cell ({sorted(named)[0]}) than its file name"
+    return None
 
 
 def _sealed_damage(header: bytes, body: bytes) -> str | None:
@@ -62,31 +71,21 @@ def _sealed_damage(header: bytes, body: bytes) -> str | None:
     return None
 
 
-def _shape_damage(data: bytes) -> str | None:
-    """A file stored without a checksum: the shape a whole file has."""
+def _shape_damage(data: bytes) -> tuple[str | None, list[list[str]]]:
+    """A file stored without a checksum: the shape a whole file has; and its rows."""
     try:
         lines = list(csv.reader(io.StringIO(data.decode())))
     except (UnicodeDecodeError, csv.Error) as exc:
-        return f"it is not a CSV file ({exc})"
+        return f"it is not a CSV file ({exc})", []
     header, rows = lines[0], lines[1:]
     if "value" not in header:
-        return "it has no value column"
+        return "it has no value column", rows
     value = header.index("value")
     for number, row in enumerate(rows, start=2):
         if len(row) != len(header):
-            return f"line {number} has {len(row)} fields, the header {len(header)}"
+            return f"line {number} has {len(row)} fields, the header {len(header)}", rows
         try:
             float(row[value])
         except ValueError:
-            return f"line {number}'s value {row[value]!r} is not a number"
-    return None
-
-
-def _name_damage(data: bytes, cell_hash: str) -> str | None:
-    reader = csv.reader(io.StringIO(data.decode(errors="replace")))
-    header = next(reader)
-    column = header.index("config_hash")
-    others = {row[column] for row in reader if len(row) > column} - {cell_hash}
-    if others:
-        return f"its rows name another cell ({sorted(others)[0]}) than its file name"
-    return None
+            return f"line {number}'s value {row[value]!r} is not a number", rows
+    return None, rows

@@ -37,10 +37,10 @@ def run_job(plan: CellPlan) -> str:
     storage = run["predictions"]
     check_storage(storage)  # before the work, not after
     with cell_lock(store.root, cell_hash, label):
-        if found_stored(plan):  # another process stored it while this one waited
+        problem = store.damage(cell_hash)  # one read: stored meanwhile, damaged, or absent
+        if problem is None and store.has_file(cell_hash) and not run["force"]:
             print(f"[done] {label}: stored meanwhile by another run ({cell_hash}).")
             return cell_hash
-        problem = store.damage(cell_hash)
         if problem:
             folder = store.quarantine(cell_hash)
             print(f"[damaged] {label}: its stored rows ({problem}) moved to {folder}; recomputing.")

@@ -93,9 +93,12 @@ class ResultStore:
     def _csv(self, cell_hash: str) -> Path:
         return self.root / f"{cell_hash}.csv"
 
+    def has_file(self, cell_hash: str) -> bool:
+        return self._csv(cell_hash).is_file()
+
     def has(self, cell_hash: str) -> bool:
         """Whether the cell is stored and its rows are whole."""
-        return self._csv(cell_hash).is_file() and self.damage(cell_hash) is None
+        return self.has_file(cell_hash) and self.damage(cell_hash) is None
 
     def damage(self, cell_hash: str) -> str | None:
         """What is wrong with a stored cell's rows file (None: nothing, or no file)."""

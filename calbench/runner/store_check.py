@@ -21,7 +21,7 @@ from calbench.errors import CalbenchError
 from calbench.runner import predictions as fold_predictions
 from calbench.runner.integrity import SEAL
 from calbench.runner.locks import cell_lock
-from calbench.runner.store import ResultStore
+from calbench.runner.store import DamagedCells, ResultStore
 
 #: A temporary file older than this is a killed writer's (a write takes seconds).
 LEFTOVER_AGE_SECONDS = 600
@@ -48,8 +48,8 @@ def verify(results_dir) -> tuple[list[Problem], dict[str, int]]:
     for path in sorted(root.glob("*.csv")):
         counts["cells"] += 1
         problems += _cell_problems(store, path.stem)
-        if not path.read_bytes().partition(b"\n")[0].endswith(SEAL.encode()):
-            counts["unsealed"] += 1
+        with open(path, "rb") as f:
+            counts["unsealed"] += not f.readline().rstrip(b"\n").endswith(SEAL.encode())
     for path in sorted((root / "arrays").glob("*.npz")):
         counts["shared arrays"] += 1
         try:
@@ -65,17 +65,17 @@ def verify(results_dir) -> tuple[list[Problem], dict[str, int]]:
 
 
 def _cell_problems(store: ResultStore, cell_hash: str) -> list[Problem]:
-    rows_file = store.root / f"{cell_hash}.csv"
-    problem = store.damage(cell_hash)
-    if problem:
-        return [Problem(rows_file, problem, cell_hash)]
+    try:
+        cell = store.cell(cell_hash)  # its rows, checked
+    except DamagedCells as damaged:
+        return [Problem(path, why, cell_hash) for path, why in damaged.problems.items()]
     config = store.root / f"{cell_hash}.yaml"
     if config.is_file():
         try:
             load_yaml(config.read_text())
         except Exception as exc:  # any parser's complaint is the same finding
             return [Problem(config, f"its config does not parse ({type(exc).__name__})", cell_hash)]
-    sha256 = store.cell(cell_hash)["predictions_sha256"].iat[0]
+    sha256 = cell["predictions_sha256"].iat[0]
     if sha256:
         try:
             store.predictions(cell_hash, sha256)
