@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from benchmarks._data import write_results
-from calbench.conf_files import dump_yaml
 from calbench.runner.store import COLUMNS, ResultStore
+from calbench.yaml_text import dump_yaml
 
 METRICS = [
     "accuracy", "log_loss", "brier", "confidence_ece", "classwise_ece", "mce", "ks_error",

@@ -35,9 +35,9 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from calbench.calibrators.calarena import fit_float32_matrix_scaling
-    from calbench.calibrators.pinned_arithmetic import arithmetic, pinned
     from calbench.data.dataset import Dataset
+    from calbench.papers.calarena2026.pinned_arithmetic import arithmetic, pinned
+    from calbench.papers.calarena2026.replicas import fit_float32_matrix_scaling
 
     with open(args.data, "rb") as f:
         (z_cal, y_cal), (z_test, y_test) = pickle.load(f, encoding="latin1")

@@ -9,30 +9,34 @@ import copy
 import functools
 from importlib import resources
 
-import yaml
-
-# libyaml's loader and dumper where present: the pure-Python ones take seconds over a
-# sweep's configs (9 ms to write one cell's config against 1 ms, the same text).
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-def load_yaml(text: str):
-    """Safe YAML with libyaml where present (config files, table specs, stored configs)."""
-    return yaml.load(text, Loader=_YAML_LOADER)
-
-
-def dump_yaml(data) -> str:
-    """``yaml.safe_dump(data, sort_keys=False)``, with libyaml where present."""
-    return yaml.dump(data, Dumper=_YAML_DUMPER, sort_keys=False)
+from calbench.errors import CalbenchError
+from calbench.yaml_text import load_yaml
 
 
 def group_files(group: str) -> dict[str, object]:
     """A config group's YAML files by option name (``group_files("experiment")["kull_uci"]``),
-    sorted by name; values are importlib resources (``.read_text()``)."""
-    folder = resources.files("calbench.conf").joinpath(group)
-    entries = sorted(folder.iterdir(), key=lambda e: e.name)
-    return {e.name[: -len(".yaml")]: e for e in entries if e.name.endswith(".yaml")}
+    the library's (``calbench/conf``) and every paper pack's (`calbench.packs`), as Hydra's
+    search path sees them, sorted by name; values are importlib resources or paths
+    (``.read_text()``). An option name is one file: a pack that repeats one is an error."""
+    from calbench.packs import pack_files
+
+    sources = [("calbench/conf", resources.files("calbench.conf").joinpath(group))]
+    sources += [(f"paper pack {pack.name}", folder) for pack, folder in pack_files(f"conf/{group}")]
+    files, owner = {}, {}
+    for source, folder in sources:
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            if not entry.name.endswith(".yaml"):
+                continue
+            name = entry.name[: -len(".yaml")]
+            if name in files:
+                raise CalbenchError(
+                    f"{group}={name} is defined twice: in {owner[name]} and in {source}; "
+                    "an option name must be unique, so rename one file."
+                )
+            files[name], owner[name] = entry, source
+    return dict(sorted(files.items()))
 
 
 def read_group(group: str) -> dict[str, dict]:

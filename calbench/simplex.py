@@ -152,6 +152,16 @@ def float32_softmax(logits: np.ndarray) -> np.ndarray:
     return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
+def global_max_softmax(scores: np.ndarray) -> np.ndarray:
+    """The softmax minus the largest score of the whole array, not of each row, in the
+    scores' own precision (Kull et al.'s experiments_dnn code, which Valk's builds on): rows
+    far below the array's top can underflow to 0, and a row that underflows whole is
+    ``0 / 0`` (NaN), as theirs was."""
+    e = np.exp(scores - np.max(scores))
+    with np.errstate(invalid="ignore"):
+        return e / e.sum(axis=1, keepdims=True)
+
+
 def simplex_grid(step: float) -> np.ndarray:
     """Points of the 3-class simplex on a regular barycentric grid, strictly inside it."""
     ticks = np.arange(step / 2, 1.0, step)

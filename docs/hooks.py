@@ -2,7 +2,9 @@
 
 A line ``<!-- calbench-list KIND -->`` in a page becomes the table ``calbench list KIND``
 prints (methods, calibrators, metrics, datasets, presets, tables), so the reference cannot
-drift from the code: a method added as one class and one YAML appears on its own.
+drift from the code: a method added as one class and one YAML appears on its own. A line
+``<!-- calbench-pack NAME -->`` becomes the paper pack's page: its ``README.md`` and what the
+pack holds (presets, methods, procedure twins, published tables, claims).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 
 _MARK = re.compile(r"^<!-- calbench-list (\w+) -->$", re.MULTILINE)
+_PACK = re.compile(r"^<!-- calbench-pack (\w+) -->$", re.MULTILINE)
 
 
 def _cell(value) -> str:
@@ -30,5 +33,57 @@ def _table(kind: str) -> str:
     return f"{len(entries)} {kind}, from `calbench list {kind}`:\n\n" + "\n".join(lines)
 
 
+def _pack_page(name: str) -> str:
+    from calbench.listing import catalogue
+    from calbench.packs import paper_packs
+    from calbench.reproduce.published import not_reproducible, published
+
+    pack = paper_packs()[name]
+    own = {
+        group: sorted(p.stem for p in pack.conf_folder(group).glob("*.yaml"))
+        for group in ("experiment", "method", "table", "metrics")
+    }
+    described = {entry["name"]: entry["description"] for entry in catalogue("presets")}
+    numbers = published(averages=True)
+    numbers = numbers[numbers["pack"] == name]
+    lines = [
+        pack.folder.joinpath("README.md").read_text().rstrip(),
+        "",
+        "## What the pack holds",
+        "",
+        f"`calbench/papers/{name}/`. Cite: {pack.meta.get('citation', pack.title)}",
+        "",
+        "| preset | what it runs |",
+        "|---|---|",
+    ]
+    lines += [f"| `{p}` | {_cell(described[p])} |" for p in own["experiment"]]
+    twins = pack.calibrators()
+    if twins:
+        lines += [
+            "",
+            "Procedure twins (registered calibrators): "
+            + ", ".join(f"`{n}` ({cls.__name__})" for n, (cls, _) in twins.items())
+            + ".",
+        ]
+    lines += [
+        "",
+        "Method variants: " + ", ".join(f"`{m}`" for m in own["method"]) + "."
+        if own["method"]
+        else "",
+        "",
+    ]
+    if own["table"]:
+        lines += ["Table layouts: " + ", ".join(f"`{t}`" for t in own["table"]) + ".", ""]
+    if len(numbers):
+        counts = numbers.groupby("table").size()
+        lines += ["| published table | printed numbers |", "|---|---|"]
+        lines += [f"| {t} | {n} |" for t, n in counts.items()]
+    gone = not_reproducible()
+    for _, row in gone[gone["paper"] == pack.paper].iterrows():
+        lines += ["", f"*Not rerun: {row['table']}.* {row['reason']}"]
+    return "\n".join(lines) + "\n"
+
+
 def on_page_markdown(markdown, page, config, files):
+    markdown = _PACK.sub(lambda m: _pack_page(m.group(1)), markdown)
     return _MARK.sub(lambda m: _table(m.group(1)), markdown)

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from calbench.reproduce.calarena import (
+from calbench.papers.calarena2026.published_results import (
     BENCHMARKS,
     METHODS,
     METRICS,

@@ -26,6 +26,7 @@ UPPER = (
     "calbench.reproduce",
     "calbench.cli",
     "calbench.report",
+    "calbench.papers",
 )
 
 
@@ -185,3 +186,67 @@ def test_a_method_config_becomes_a_calibrator_in_one_place():
     }
     assert not [m for m in _calls("make_calibrator") if m.startswith("calbench.runner")]
     assert not [m for m in _calls("registered_calibrator") if m.startswith("calbench.runner")]
+
+
+def test_nothing_in_the_library_imports_a_paper_pack():
+    """The packs (`calbench.papers`) build on the library; the library finds them by looking
+    (`calbench.packs`) and never names one. A pack imports no other pack either."""
+    pack_of = {m: m.split(".")[2] for m in import_graph() if m.startswith("calbench.papers.")}
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if target.startswith("calbench.papers")
+        and target != "calbench.papers"
+        and pack_of.get(module) != target.split(".")[2]
+    ]
+    assert not wrong, wrong
+
+
+def test_calibrators_holds_the_librarys_methods_and_each_twin_lives_in_its_pack():
+    """Every calibrator registered by the library is defined under `calbench.calibrators`;
+    every procedure twin under the pack that registers it; and no module of
+    `calbench.calibrators` is a paper's procedure (``reference_*``, ``keras_*``)."""
+    from calbench.calibrators.registry import CALIBRATORS, LIBRARY_CALIBRATORS
+    from calbench.packs import paper_packs
+
+    for name, (cls, _) in LIBRARY_CALIBRATORS.items():
+        assert cls.__module__.startswith("calbench.calibrators."), (name, cls.__module__)
+    twins = {name: pack.name for pack in paper_packs().values() for name in pack.calibrators()}
+    assert twins and set(twins).isdisjoint(LIBRARY_CALIBRATORS)
+    for name, pack in twins.items():
+        assert CALIBRATORS[name][0].__module__.startswith(f"calbench.papers.{pack}."), name
+    procedures = [
+        p.name
+        for p in (PACKAGE / "calibrators").glob("*.py")
+        if p.name.startswith(("reference_", "keras_"))
+    ]
+    assert procedures == []
+
+
+def test_each_paper_pack_holds_its_configs_numbers_and_page():
+    """Each of calbench's packs has its ``pack.yaml``, its page (``README.md``) and its
+    presets; a pack with published numbers names only its own presets in them."""
+    from calbench.conf_files import load_yaml
+    from calbench.reproduce.published import published
+
+    folders = sorted(
+        p for p in (PACKAGE / "papers").iterdir() if p.is_dir() and p.name != "__pycache__"
+    )
+    assert [f.name for f in folders] == [
+        "calarena2026",
+        "gupta2021",
+        "ho2023",
+        "hoki",
+        "kull2019",
+        "valk2022",
+    ]
+    numbers = published(averages=True)
+    for folder in folders:
+        meta = load_yaml((folder / "pack.yaml").read_text())
+        assert {"title", "paper", "citation", "reproduce_all"} <= set(meta), folder.name
+        assert (folder / "README.md").is_file(), folder.name
+        presets = {p.stem for p in (folder / "conf" / "experiment").glob("*.yaml")}
+        assert presets and set(meta["reproduce_all"]) <= presets, folder.name
+        own = numbers[numbers["pack"] == folder.name]
+        assert set(own["preset"]) <= presets, folder.name

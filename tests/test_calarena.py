@@ -18,7 +18,12 @@ from calbench.calibrators.calarena import optional_module
 from calbench.data.dataset import Dataset
 from calbench.errors import CalbenchError
 from calbench.metrics.scoring import log_loss
-from calbench.reproduce.calarena import METHODS, published_rows, rebuild_source, sources
+from calbench.papers.calarena2026.published_results import (
+    METHODS,
+    published_rows,
+    rebuild_source,
+    sources,
+)
 from calbench.simplex import float32_softmax, probs_to_logits
 
 pc = pytest.importorskip("probmetrics.calibrators")

@@ -20,7 +20,7 @@ from tests.test_reference_forest import SMALL_FOREST
 from tests.test_reference_iop import SMALL_IOP
 from tests.test_reference_knn import SMALL_KNN
 
-CONF = Path(__file__).parents[1] / "calbench" / "conf" / "method"
+PACKAGE = Path(__file__).parents[1] / "calbench"
 
 
 def _nll(probs, y):
@@ -553,7 +553,8 @@ def test_every_calibrator_has_a_config_and_back():
     from calbench.calibrators.methods import method, method_configs
 
     configs = method_configs()
-    assert set(configs) == {p.stem for p in CONF.glob("*.yaml")}
+    files = [*PACKAGE.glob("conf/method/*.yaml"), *PACKAGE.glob("papers/*/conf/method/*.yaml")]
+    assert set(configs) == {p.stem for p in files}
     used = {c["calibrator"] for c in configs.values()}
     assert set(CALIBRATORS) <= used, f"no conf/method file for {set(CALIBRATORS) - used}"
     for stem, conf in configs.items():

@@ -7,7 +7,7 @@ import torch
 from scipy.optimize import minimize
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.keras_style import reference_softmax
+from calbench.papers.kull2019.keras_style import reference_softmax
 
 
 def _holdout_plan(method: dict):

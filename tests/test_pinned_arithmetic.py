@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from calbench.calibrators.pinned_arithmetic import arithmetic, can_pin, pinned
 from calbench.errors import CalbenchError
+from calbench.papers.calarena2026.pinned_arithmetic import arithmetic, can_pin, pinned
 
 pytestmark = pytest.mark.skipif(not can_pin(), reason="this CPU has no AVX2 kernels to pin")
 
@@ -22,7 +22,7 @@ def test_the_child_runs_avx2_kernels_on_one_thread():
 def test_a_float32_fit_does_not_depend_on_the_callers_threads():
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchmin")
-    from calbench.calibrators.calarena import fit_float32_matrix_scaling
+    from calbench.papers.calarena2026.replicas import fit_float32_matrix_scaling
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(600, 4)) * 3
@@ -52,9 +52,9 @@ def test_thirty_child_processes_give_one_fit():
     """On two threads about one child in 30 gave another fit (a parallel reduction's order);
     the pinned arithmetic's one thread gives the same bits in every child."""
     pytest.importorskip("torchmin")
-    from calbench.calibrators.calarena import fit_float32_matrix_scaling
-    from calbench.calibrators.pinned_arithmetic import _Worker
     from calbench.data import load_dataset
+    from calbench.papers.calarena2026.pinned_arithmetic import _Worker
+    from calbench.papers.calarena2026.replicas import fit_float32_matrix_scaling
 
     data = load_dataset("synthetic_dirichlet", seed=0, n_cal=1500, n_test=10)
     fits = set()
@@ -73,7 +73,7 @@ def test_the_child_dies_with_its_parent(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(
         "import os, time\n"
-        "from calbench.calibrators.pinned_arithmetic import _WORKER, pinned\n"
+        "from calbench.papers.calarena2026.pinned_arithmetic import _WORKER, pinned\n"
         "pinned(os.getpid)\n"
         "print(_WORKER.process.pid, flush=True)\n"
         "pinned(time.sleep, 60)\n"

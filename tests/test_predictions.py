@@ -7,12 +7,12 @@ import os
 import numpy as np
 import pytest
 
-from calbench.conf_files import load_yaml
 from calbench.errors import CalbenchError
 from calbench.metrics import confidence_ece, mce
 from calbench.runner.job import run_job
 from calbench.runner.rescore import metric_options, rescore
 from calbench.runner.store import ResultStore
+from calbench.yaml_text import load_yaml
 from tests.test_runner import plan
 
 SMALL = ["dataset.n_cal=600", "dataset.n_test=900"]

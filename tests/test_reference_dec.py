@@ -1,4 +1,4 @@
-"""Valk's decision calibration as his code runs it (`calbench.calibrators.reference_dec`)
+"""Valk's decision calibration as his code runs it (`calbench.papers.valk2022.reference_dec`)
 against his procedure written out here as his code is written (msc-knn-cal
 helpers/dec_cal.py: torch autograd, torch.optim.Adam, StepLR, clamping), fed the same
 draws: calbench draws the initial weights and the noise from numpy's generator, his code
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.reference_dec import ValkDecisionCalibration
-from calbench.calibrators.reference_valk import force_p_to_simplex, valk_probabilities
+from calbench.papers.valk2022.reference_dec import ValkDecisionCalibration
+from calbench.papers.valk2022.reference_valk import force_p_to_simplex, valk_probabilities
 
 #: Valk's DEC small enough for contract tests (its defaults take a million Adam steps).
 SMALL_DEC = {"n_critics": 2, "epochs": 2, "steps": 3}

@@ -1,4 +1,4 @@
-"""Kull et al.'s TempS of their non-neural study (`calbench.calibrators.reference_fixdiag`)
+"""Kull et al.'s TempS of their non-neural study (`calbench.papers.kull2019.reference_fixdiag`)
 against dirichlet_python's ``FixedDiagonalDirichletCalibrator.fit`` (calib/fixeddirichlet.py,
 2019-01-18 to the pinned 6c750d9) written out here as its code is written, with torch's
 autograd in the place of autograd's ``grad``; its per-epoch shuffle is left out (it only

@@ -1,5 +1,5 @@
-"""Valk's random calibration forest as his code runs it (`calbench.calibrators.reference_forest`)
-against his procedure written out here as his code is written: recursive nodes drawing from
+"""Valk's random calibration forest as his code runs it
+(`calbench.papers.valk2022.reference_forest`) against his procedure written out here as his code is written: recursive nodes drawing from
 numpy's global legacy generator, depth chosen by KFold(10, shuffle, random_state=1)."""
 
 import numpy as np
@@ -8,7 +8,7 @@ from scipy.optimize import minimize
 from sklearn.model_selection import KFold
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.reference_forest import ValkRandomForest
+from calbench.papers.valk2022.reference_forest import ValkRandomForest
 
 #: Valk's forest small enough for contract tests (its defaults grow 30,000 trees a fit).
 SMALL_FOREST = {"n_trees": 5, "depths": (1, 2, 3), "n_cv_folds": 3}

@@ -1,4 +1,4 @@
-"""Rahimi et al.'s DIAG as their code trains it (`calbench.calibrators.reference_iop`)
+"""Rahimi et al.'s DIAG as their code trains it (`calbench.papers.valk2022.reference_iop`)
 against their procedure written out here as their code is written
 (AmirooR/IntraOrderPreservingCalibration: models/UMNN, models/monotonic_model.py, builder.py,
 calibrate.py): the UMNN with its own backward, torch's global generator seeded with 1357,
@@ -13,7 +13,7 @@ import torch
 from sklearn.model_selection import KFold
 from torch import nn
 
-from calbench.calibrators.reference_iop import RahimiDiagonal, clenshaw_curtis
+from calbench.papers.valk2022.reference_iop import RahimiDiagonal, clenshaw_curtis
 
 #: Rahimi et al.'s DIAG for contract tests on small sets (2000 L-BFGS iterations over 51
 #: quadrature nodes by default).

@@ -1,4 +1,4 @@
-"""Valk's KNN calibration as his code runs it (`calbench.calibrators.reference_knn`) against
+"""Valk's KNN calibration as his code runs it (`calbench.papers.valk2022.reference_knn`) against
 his procedure written out here as his code is written (msc-knn-cal
 helpers/weighting_calibrators.py): float32 distances, argpartition, k chosen by
 KFold(10, shuffle, random_state=0) on scikit-learn's log-loss as it was then."""
@@ -8,7 +8,7 @@ import pytest
 from sklearn.model_selection import KFold
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.reference_knn import ValkNeighbours
+from calbench.papers.valk2022.reference_knn import ValkNeighbours
 from tests.test_reference_forest import _sklearn_log_loss, _softmax, _valk_temperature
 
 #: Valk's KNN for contract tests on small sets (his k grid reaches 4096 neighbours).

@@ -87,10 +87,9 @@ def test_every_table_is_complete():
 
 
 def _preset(name):
-    from importlib import resources
+    from calbench.conf_files import read_group
 
-    text = resources.files("calbench.conf").joinpath(f"experiment/{name}.yaml").read_text()
-    return yaml.safe_load(text)
+    return read_group("experiment")[name]
 
 
 @functools.lru_cache(maxsize=1)

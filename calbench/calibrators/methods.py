@@ -15,15 +15,21 @@ from sklearn.base import clone
 from calbench.calibrators.registry import registered_calibrator
 from calbench.conf_files import read_group, root_config
 from calbench.errors import CalbenchError, nearest
+from calbench.packs import paper_packs
 
 #: The keys of a method config (`calbench.runner.plan.CellPlan` reads ``tuned`` and
 #: ``average_inner_models``, which overrides the protocol's).
 METHOD_KEYS = ("name", "calibrator", "params", "grid", "tuned", "average_inner_models")
 
 
-@functools.cache
 def method_configs() -> dict[str, dict]:
-    """Every method config by name (``conf/method/NAME.yaml``), as written."""
+    """Every method config by name (``conf/method/NAME.yaml``, the library's and the paper
+    packs'), as written; read once per set of packs."""
+    return _method_configs(tuple(paper_packs()))
+
+
+@functools.cache
+def _method_configs(_packs: tuple) -> dict[str, dict]:
     return read_group("method")
 
 

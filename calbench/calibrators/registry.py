@@ -1,7 +1,11 @@
 """The calibrator classes by registered name, with the parameters each name fixes
 (``dir_l2`` is `DirichletCalibrator` with ``regularization="l2"``); compositions
 (``compose``) and a user's own class (``module:Class``). Method variants (``conf/method``)
-build on these names (`calbench.calibrators.methods`)."""
+build on these names (`calbench.calibrators.methods`).
+
+`LIBRARY_CALIBRATORS` are calbench's own methods; the papers' procedure twins are registered
+by their paper packs (`calbench.packs`: each pack's ``CALIBRATORS``), and `CALIBRATORS` is
+the two together, the packs loaded on first use, so a pack is never imported by name."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import importlib
 import inspect
 import os
 import sys
+from collections.abc import Mapping
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import (
@@ -21,21 +26,14 @@ from calbench.calibrators.calarena import (
     BoostedCalibrator,
     CenteredIsotonic,
     DirichletKernel,
-    Float32MatrixScaling,
-    Float32StructuredMatrixScaling,
-    LogProbabilityVectorScaling,
     LucenaSpline,
     NetcalBBQ,
     PriorFallbackBinning,
-    StoredIsotonic,
-    StoredVennAbers,
-    SummedODIR,
 )
 from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision_calibration import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.hoki import HokiCalibrator
-from calbench.calibrators.keras_style import KerasStyleScaling
 from calbench.calibrators.mix_n_match import (
     EnsembleTemperatureScaling,
     MulticlassIsotonicRegression,
@@ -49,20 +47,15 @@ from calbench.calibrators.parametric import (
     TemperatureScaling,
     VectorScaling,
 )
-from calbench.calibrators.reference_bfgs import BFGSVectorScaling
-from calbench.calibrators.reference_dec import ValkDecisionCalibration
-from calbench.calibrators.reference_fixdiag import KullFixedDiagonal
-from calbench.calibrators.reference_forest import ValkRandomForest
-from calbench.calibrators.reference_iop import RahimiDiagonal
-from calbench.calibrators.reference_knn import ValkNeighbours
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
 from calbench.calibrators.spline import SplineCalibrator
 from calbench.calibrators.structured import StructuredScaling
 from calbench.calibrators.top_versus_all import TopVersusAll
 from calbench.calibrators.venn_abers import VennAbersCalibrator
 from calbench.errors import CalbenchError, unknown_name
+from calbench.packs import paper_packs
 
-CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
+LIBRARY_CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "uncal": (Uncalibrated, {}),
     "ts": (TemperatureScaling, {}),
     "bcts": (BiasCorrectedTemperatureScaling, {}),
@@ -92,19 +85,6 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "iop_full": (OrderPreservingCalibrator, {"family": "full"}),
     "iop_diag": (OrderPreservingCalibrator, {"family": "diagonal"}),
     "tva": (TopVersusAll, {}),
-    # Kull et al.'s Keras-trained layers (their reference procedure, not the optimum).
-    "keras_vs": (
-        KerasStyleScaling,
-        {"structure": "vector", "regularization": "none", "double_fit": False},
-    ),
-    "keras_ms": (KerasStyleScaling, {"structure": "matrix", "input_space": "logits"}),
-    "keras_dir": (KerasStyleScaling, {"structure": "matrix", "input_space": "probabilities"}),
-    "bfgs_vs": (BFGSVectorScaling, {}),
-    "fixdiag_ts_kull": (KullFixedDiagonal, {}),
-    "valk_forest": (ValkRandomForest, {}),
-    "valk_knn": (ValkNeighbours, {}),
-    "valk_dec": (ValkDecisionCalibration, {}),
-    "rahimi_iop_diag": (RahimiDiagonal, {}),
     "venn_abers": (VennAbersCalibrator, {}),
     "true_map": (TrueMapCalibrator, {}),
     # CalArena's methods (probkit/CalArena, probmetrics 1.3), `calbench.calibrators.calarena`.
@@ -116,13 +96,48 @@ CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "catboost": (BoostedCalibrator, {"library": "catboost"}),
     "spline_lucena": (LucenaSpline, {}),
     "bbq": (NetcalBBQ, {}),
-    "vs_logp": (LogProbabilityVectorScaling, {}),
-    "isotonic_stored": (StoredIsotonic, {}),
-    "ms_float32": (Float32MatrixScaling, {}),
-    "sms_float32": (Float32StructuredMatrixScaling, {}),
-    "venn_abers_stored": (StoredVennAbers, {}),
-    "dir_odir_summed": (SummedODIR, {"regularization": "odir", "reference_class": True}),
 }
+
+
+class _Registered(Mapping):
+    """`LIBRARY_CALIBRATORS` and every paper pack's ``CALIBRATORS``, the packs looked up on
+    first use (a registered name is one class: a pack may not take a library name)."""
+
+    def __init__(self, library: dict):
+        self._library = library
+        self._all, self._packs = None, None
+
+    def _merged(self) -> dict:
+        packs = paper_packs()  # cached; a new CALBENCH_PAPER_PACKS gives a new dict
+        if self._packs is not packs:
+            merged = dict(self._library)
+            for pack in packs.values():
+                for name, entry in pack.calibrators().items():
+                    if name in merged:
+                        raise CalbenchError(
+                            f"paper pack {pack.name!r} registers calibrator {name!r}, which "
+                            "is already registered; give the pack's calibrator its own name."
+                        )
+                    merged[name] = entry
+            self._all, self._packs = merged, packs
+        return self._all
+
+    def __getitem__(self, name):
+        if name in self._library:  # the library's own: no pack is loaded for them
+            return self._library[name]
+        return self._merged()[name]
+
+    def __contains__(self, name):
+        return name in self._library or name in self._merged()
+
+    def __iter__(self):
+        return iter(self._merged())
+
+    def __len__(self):
+        return len(self._merged())
+
+
+CALIBRATORS: Mapping[str, tuple[type[Calibrator], dict]] = _Registered(LIBRARY_CALIBRATORS)
 
 
 def _imported(path: str) -> type[Calibrator]:

@@ -137,7 +137,8 @@ def check_group_choices(argv: list[str]) -> None:
                 )
                 fail(f"{key}={value} names no {key}{nearest(value, options)}; {where}.")
     if "dataset" not in keys and "experiment" not in keys:
-        from calbench.conf_files import load_yaml, root_config
+        from calbench.conf_files import root_config
+        from calbench.yaml_text import load_yaml
 
         default = next(d["dataset"] for d in root_config()["defaults"] if "dataset" in d)
         known = load_yaml(group_files("dataset")[default].read_text()) or {}

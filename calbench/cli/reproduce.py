@@ -18,7 +18,7 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument(
         "preset",
-        help=f"one of: {', '.join(presets())}; or all ({', '.join(service.DEEP_NET_PRESETS)})",
+        help=f"one of: {', '.join(presets())}; or all ({', '.join(service.presets_of_all())})",
     )
     parser.add_argument("--data-dir", default="data", help="default: data")
     parser.add_argument("--results-dir", default="results", help="default: results")
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     run = False if args.no_run else ("if-present" if args.if_present else True)
-    names = service.DEEP_NET_PRESETS if args.preset == "all" else (args.preset,)
+    names = service.presets_of_all() if args.preset == "all" else (args.preset,)
     if args.preset == "all" and run is True:
         run = "if-present"
     for name in names:

@@ -1,4 +1,5 @@
-"""``calbench claims EXPERIMENT``: the papers' headline claims (``claims.yaml``) checked on
+"""``calbench claims EXPERIMENT``: the papers' headline claims (each paper pack's
+``claims.yaml``, `shipped_claims`) checked on
 every task of an experiment (each network, or data set / classifier).
 
 A claim says that ``method`` is better on ``metric`` than every method of ``than``. On a
@@ -15,14 +16,13 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 import pandas as pd
 
-from calbench.conf_files import load_yaml
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
+from calbench.packs import pack_entries
 from calbench.runner.store import ResultStore, experiment_rows
 from calbench.stats.bootstrap import BootstrapSettings
 from calbench.tables.intervals import Replicates
@@ -44,9 +44,15 @@ class Claim:
 
 
 def shipped_claims() -> list[Claim]:
-    text = resources.files("calbench.reproduce").joinpath("claims.yaml").read_text()
+    """Every paper pack's ``claims.yaml``: each entry an ``id``, the ``paper`` and ``table``
+    it comes from, the ``claim`` in words, and what checks it: ``method`` is better on
+    ``metric`` than every method of ``than`` (a list, or ``all``: every other method stored
+    for the task) on the tasks whose name matches ``tasks`` (a glob; default every task).
+    Each claim's metric is its paper's definition (``conf/metrics/real_networks.yaml``): an
+    experiment that did not record it checks none of its tasks for that claim."""
     claims = []
-    for entry in load_yaml(text):
+    for _, entry in pack_entries("claims.yaml"):
+        entry = dict(entry)
         than = entry.pop("than")
         claims.append(Claim(**entry, than=than if than == "all" else tuple(than)))
     return claims

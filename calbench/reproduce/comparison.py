@@ -4,9 +4,9 @@ A number is
 
 - ``equal`` when calbench's value, scaled as the paper prints it, rounds to the printed
   digits (within half a unit of the last printed digit);
-- ``within tolerance`` when it is off by no more than a tolerance that a rule in
-  ``notes.yaml`` states together with its reason (the reference code's float32 arithmetic,
-  a value on a rounding boundary, ...);
+- ``within tolerance`` when it is off by no more than a tolerance that a rule in a paper
+  pack's ``notes.yaml`` (`rules`) states together with its reason (the reference code's
+  float32 arithmetic, a value on a rounding boundary, ...);
 - ``verified cause`` when it differs, and a rule names a calbench method that follows the
   paper's own procedure (``verify:``), and the printed number lies inside the spread of that
   method's stored cells (one per seed or fold; widened by half a printed unit, since the paper
@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 import pandas as pd
 
-from calbench.conf_files import group_files, load_yaml, read_group, swept_values
+from calbench.conf_files import group_files, read_group, swept_values
+from calbench.packs import pack_entries, paper_packs
 from calbench.reproduce.published import not_reproducible, published
 from calbench.runner.store import ResultStore
 from calbench.stats.bootstrap import stored_bootstrap
@@ -78,9 +78,17 @@ class Rule:
 
 
 def rules() -> list[Rule]:
-    text = resources.files("calbench.reproduce").joinpath("notes.yaml").read_text()
+    """Every paper pack's ``notes.yaml`` rules. A rule names some of ``paper, table,
+    dataset, method, metric`` and applies to every published number that matches all it
+    names (the notes of all matching rules are shown; the first rule with a ``tolerance``
+    sets it). ``tolerance`` (in the printed units) turns "differs" into "within tolerance":
+    give one only with its measured reason in ``note``. A note that states a measurement (a
+    figure, "this file") names the ``dataset`` it was measured on, so it appears on that data
+    set's rows only; a rule without a dataset states the general cause, which other
+    networks' rows carry. ``verify: METHOD`` names the procedure twin whose spread verifies
+    the note."""
     out = []
-    for entry in load_yaml(text) or []:
+    for _, entry in pack_entries("notes.yaml"):
         match = {k: entry[k] for k in _RULE_KEYS if k in entry}
         note = " ".join(str(entry["note"]).split())
         out.append(Rule(match, note, entry.get("tolerance"), entry.get("verify")))
@@ -184,18 +192,15 @@ def procedure_presets(preset: str) -> list[str]:
     return sorted(n for n in names if n == twin or n.startswith(f"{twin}_"))
 
 
-#: Minutes each procedure twin takes on DenseNet-40 CIFAR-10 on 2 cores, as measured
-#: (Keras twins over 40 seeds, TS+DEC over 20); `calbench reproduce` runs them only when
-#: asked (``--procedures``) and says what verifying a stated cause would cost.
-PROCEDURE_MINUTES = {
-    "kull_deepnet_procedure": 60,
-    "gupta_ks_procedure": 15,
-    "valk_real_procedure": 6,
-    "valk_real_procedure_forest": 5,
-    "valk_real_procedure_knn": 0.5,
-    "valk_real_procedure_iop": 8,
-    "valk_real_procedure_dec": 65,
-}
+def procedure_minutes(twin: str) -> float | None:
+    """Minutes the procedure twin takes on DenseNet-40 CIFAR-10 on 2 cores, as its paper
+    pack measured them (``pack.yaml``'s ``procedure_minutes``); `calbench reproduce` runs
+    the twins only when asked (``--procedures``) and says what verifying a cause costs."""
+    for pack in paper_packs().values():
+        minutes = (pack.meta.get("procedure_minutes") or {}).get(twin)
+        if minutes is not None:
+            return minutes
+    return None
 
 
 @functools.lru_cache(maxsize=256)
@@ -213,7 +218,7 @@ def verify_hint(preset: str, method: str) -> str:
     twin = verifying_twin(preset, method)
     if twin is None:
         return ""
-    minutes = PROCEDURE_MINUTES.get(twin)
+    minutes = procedure_minutes(twin)
     cost = f", about {minutes:g} minutes on 2 cores" if minutes else ""
     return f"Verify with `calbench reproduce {preset} --procedures` ({twin}{cost}). "
 

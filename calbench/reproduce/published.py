@@ -1,4 +1,5 @@
-"""The papers' published numbers as data: one CSV per paper table under ``published/``.
+"""The papers' published numbers as data: one CSV per paper table under each paper pack's
+``published/`` (`calbench.packs`).
 
 Each row is one printed number: ``paper, table, preset`` (the calbench experiment whose
 cells reproduce it), ``dataset`` (calbench's name; ``average_rank`` or
@@ -9,25 +10,32 @@ metrics config, which holds the paper-exact options), ``scale`` (the paper print
 printed: its digits are the printed rounding), ``rank`` (the printed rank, where the
 paper prints one) and ``spec`` (for numbers that are themselves average ranks, as Kull's
 Tables 1-2: the calbench table spec that computes them; the row is ``classifier:NAME`` or
-``classifier:all``). CalArena's results (`calbench.reproduce.calarena`) add its per-task
-columns and ``seconds``. ``not_reproducible.csv`` lists the tables calbench cannot rerun, with
-the reason.
+``classifier:all``). CalArena's results (`calbench.papers.calarena2026.published_results`)
+add its per-task columns and ``seconds``. A pack's ``not_reproducible.csv`` lists the tables calbench cannot
+rerun, with the reason.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
+import functools
 
 import pandas as pd
 
 from calbench.errors import CalbenchError
+from calbench.packs import pack_files, paper_packs
 
 COLUMNS = ["paper", "table", "preset", "dataset", "column", "method", "metric", "scale", "value"]
 
 
-def _folder():
-    return resources.files("calbench.reproduce").joinpath("published")
+def _csv_files(name: str | None = None) -> list:
+    """(pack, path) of every pack's published CSV (``name`` only, if given), by pack then
+    file name."""
+    return [
+        (pack, path)
+        for pack, folder in pack_files("published")
+        for path in sorted(folder.iterdir())
+        if path.suffix == ".csv" and (path.name == name if name else True)
+    ]
 
 
 def decimals_of(printed: str) -> int:
@@ -35,14 +43,18 @@ def decimals_of(printed: str) -> int:
     return len(printed.split(".")[1]) if "." in printed else 0
 
 
-@lru_cache(maxsize=1)
 def _all() -> pd.DataFrame:
+    return _read_all(tuple(paper_packs()))  # cached per set of packs
+
+
+@functools.cache
+def _read_all(_packs: tuple) -> pd.DataFrame:
     frames = []
-    for entry in sorted(_folder().iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".csv") and entry.name != "not_reproducible.csv":
-            with entry.open() as f:
-                frame = pd.read_csv(f, dtype={"value": str, "rank": str}, keep_default_na=False)
-            frame["source"] = entry.name
+    for pack, path in _csv_files():
+        if path.name != "not_reproducible.csv":
+            frame = pd.read_csv(path, dtype={"value": str, "rank": str}, keep_default_na=False)
+            frame["source"] = path.name
+            frame["pack"] = pack.name
             frames.append(frame)
     table = pd.concat(frames, ignore_index=True)
     # A benchmark's rows for networks calbench does not register (CalArena's) have no data
@@ -76,5 +88,5 @@ def presets() -> list[str]:
 
 
 def not_reproducible() -> pd.DataFrame:
-    with _folder().joinpath("not_reproducible.csv").open() as f:
-        return pd.read_csv(f, keep_default_na=False)
+    frames = [pd.read_csv(p, keep_default_na=False) for _, p in _csv_files("not_reproducible.csv")]
+    return pd.concat(frames, ignore_index=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from calbench.atomic import atomic_write_text
 from calbench.conf_files import read_group, swept_values
 from calbench.errors import CalbenchError
-from calbench.reproduce.calarena import BENCHMARKS, method_table
+from calbench.packs import paper_packs
 from calbench.reproduce.comparison import (
     compare,
     interval_summary,
@@ -33,9 +33,19 @@ from calbench.reproduce.comparison import (
 )
 from calbench.reproduce.published import presets, published
 
-#: What ``calbench reproduce all`` runs: the deep-net papers and CalArena (minutes).
-#: kull_uci trains 11 classifiers on 20 sets (about 40 minutes on 2 cores): name it to run it.
-DEEP_NET_PRESETS = ("gupta_ks", "kull_deepnet", "valk_real", "calarena_cv", "calarena_imagenet")
+
+def presets_of_all() -> list[str]:
+    """What ``calbench reproduce all`` runs: each paper pack's ``reproduce_all`` presets
+    (minutes each; a pack leaves out what takes longer, as kull_uci's 40 minutes)."""
+    return [p for pack in paper_packs().values() for p in pack.meta.get("reproduce_all") or []]
+
+
+def _report_extra(preset: str, report, results_dir) -> str:
+    """What the paper pack of the preset's published numbers adds to its report (its
+    ``report_extra``), if anything."""
+    pack = paper_packs()[published(preset)["pack"].iloc[0]]
+    extra = getattr(pack.python(), "report_extra", None)
+    return extra(preset, report, results_dir) if extra else ""
 
 
 def preset_datasets(preset: str) -> list[str]:
@@ -120,7 +130,8 @@ def reproduce(
     out = Path(results_dir) / "reproduction"
     atomic_write_text(out / f"{preset}.csv", report.to_csv(index=False))
     markdown = render_markdown(preset, report, lines)
-    if preset in BENCHMARKS.values():
-        markdown += "\n" + method_table(report, results_dir) + "\n"
+    extra = _report_extra(preset, report, results_dir)
+    if extra:
+        markdown += "\n" + extra + "\n"
     atomic_write_text(out / f"{preset}.md", markdown)
     return out / f"{preset}.md", lines

@@ -8,7 +8,6 @@ from tabulate import tabulate
 from calbench.atomic import writable
 from calbench.calibrators.bounds import bound_hint
 from calbench.calibrators.methods import bounded_variant
-from calbench.conf_files import dump_yaml
 from calbench.data.identity import default_name
 from calbench.decision.family import CURVE_METRIC
 from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
@@ -18,6 +17,7 @@ from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import check_storage
 from calbench.runner.progress import running
 from calbench.runner.store import ResultStore
+from calbench.yaml_text import dump_yaml
 
 
 def found_stored(plan: CellPlan) -> bool:

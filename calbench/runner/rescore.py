@@ -16,11 +16,12 @@ import pandas as pd
 from tqdm import tqdm
 
 from calbench.atomic import writable
-from calbench.conf_files import dump_yaml, metric_sets
+from calbench.conf_files import metric_sets
 from calbench.errors import CalbenchError, unknown_name
 from calbench.metrics import METRICS
 from calbench.runner.locks import cell_lock
 from calbench.runner.store import COLUMNS, ResultStore
+from calbench.yaml_text import dump_yaml
 
 
 def metric_options(names: list[str]) -> dict[str, dict]:

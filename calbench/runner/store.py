@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 
 from calbench.atomic import atomic_write_text
-from calbench.conf_files import load_yaml
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.runner import predictions as fold_predictions
 from calbench.runner.integrity import SEAL, damage, seal
 from calbench.runner.predictions import FoldPredictions
+from calbench.yaml_text import load_yaml
 
 #: The labels that name a cell in tables; two stored cells sharing them (and their setting,
 #: see `superseded_cells`) supersede each other.

@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from calbench.conf_files import load_yaml
 from calbench.errors import CalbenchError
 from calbench.runner import predictions as fold_predictions
 from calbench.runner.integrity import SEAL
 from calbench.runner.locks import cell_lock
 from calbench.runner.store import DamagedCells, ResultStore
+from calbench.yaml_text import load_yaml
 
 #: A temporary file older than this is a killed writer's (a write takes seconds).
 LEFTOVER_AGE_SECONDS = 600

@@ -1,0 +1,156 @@
+"""Paper packs: where each paper's reproduction lives, found by looking, never imported by name.
+
+A pack is a folder with a ``pack.yaml``: calbench's own under ``calbench/papers/`` and a
+user's in any folder listed in ``CALBENCH_PAPER_PACKS`` (separated as ``PATH`` is), so a
+researcher adds a paper without editing calbench. A pack holds
+
+- ``pack.yaml``: ``title``, ``paper`` (the name its published numbers, notes and claims
+  carry in their ``paper`` column), ``citation``, and ``reproduce_all`` (the presets that
+  ``calbench reproduce all`` runs, minutes each);
+- ``conf/``: Hydra groups (``experiment``, ``method``, ``table``, ``metrics``) on Hydra's
+  search path beside ``calbench/conf`` (``hydra_plugins/calbench_papers``); an option name
+  is unique across the library and the packs;
+- ``published/*.csv`` (one printed number a row, `calbench.reproduce.published`),
+  ``notes.yaml`` (why a number differs), ``claims.yaml`` (the headline claims) and
+  ``README.md`` (its page in the docs);
+- ``__init__.py`` with ``CALIBRATORS`` (registered name -> (class, fixed params)): the
+  paper's procedure twins, registered beside the library's (`calbench.calibrators.registry`),
+  and optionally ``report_extra(preset, report, results_dir) -> str`` (Markdown appended to
+  its reproduction report).
+
+The library finds packs here and loads their Python only on demand (a name the library does
+not know); a pack may import the library, and nothing in the library imports a pack.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from calbench.errors import CalbenchError
+from calbench.yaml_text import load_yaml
+
+#: Folders of a user's own packs, separated as PATH is (``os.pathsep``).
+PACKS_ENV = "CALBENCH_PAPER_PACKS"
+
+
+@dataclass(frozen=True)
+class PaperPack:
+    """One pack: its folder name, folder, module name and ``pack.yaml``."""
+
+    name: str
+    folder: Path
+    module: str
+    meta: dict = field(compare=False, repr=False)
+
+    @property
+    def paper(self) -> str:
+        return self.meta.get("paper", self.name)
+
+    @property
+    def title(self) -> str:
+        return self.meta.get("title", self.name)
+
+    def conf_folder(self, group: str | None = None) -> Path:
+        return self.folder / "conf" if group is None else self.folder / "conf" / group
+
+    def python(self):
+        """The pack's package (its ``__init__``), imported on first use; a user's pack is
+        imported from its folder under the module name ``calbench_pack_NAME``."""
+        if self.module in sys.modules:
+            return sys.modules[self.module]
+        if not (self.folder / "__init__.py").is_file():
+            return None
+        if self.module.startswith("calbench.papers."):
+            return importlib.import_module(self.module)
+        spec = importlib.util.spec_from_file_location(
+            self.module, self.folder / "__init__.py", submodule_search_locations=[str(self.folder)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[self.module] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[self.module]
+            raise CalbenchError(
+                f"paper pack {self.name!r} ({self.folder}) failed to import: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return module
+
+    def calibrators(self) -> dict:
+        module = self.python()
+        return dict(getattr(module, "CALIBRATORS", {}) or {})
+
+
+def _packaged_root() -> Path:
+    return Path(str(resources.files("calbench.papers")))
+
+
+def _pack_folders() -> list[tuple[Path, str]]:
+    """(folder, module name) of every pack: calbench's own, then the user's."""
+    found = [
+        (folder, f"calbench.papers.{folder.name}")
+        for folder in sorted(_packaged_root().iterdir())
+        if (folder / "pack.yaml").is_file()
+    ]
+    for root in filter(None, os.environ.get(PACKS_ENV, "").split(os.pathsep)):
+        root = Path(root).expanduser()
+        if (root / "pack.yaml").is_file():  # the variable may name a pack itself
+            candidates = [root]
+        elif root.is_dir():
+            candidates = sorted(p for p in root.iterdir() if (p / "pack.yaml").is_file())
+        else:
+            raise CalbenchError(
+                f"{PACKS_ENV} names {root}, which is not a folder; give folders that hold "
+                "paper packs (each a folder with a pack.yaml), separated by "
+                f"{os.pathsep!r}."
+            )
+        found += [(p.resolve(), f"calbench_pack_{p.name}") for p in candidates]
+    return found
+
+
+def paper_packs() -> dict[str, PaperPack]:
+    """Every pack by name, calbench's first; cached per value of ``CALBENCH_PAPER_PACKS``."""
+    return _paper_packs(os.environ.get(PACKS_ENV, ""))
+
+
+@functools.cache
+def _paper_packs(_env: str) -> dict[str, PaperPack]:
+    packs = {}
+    for folder, module in _pack_folders():
+        if folder.name in packs:
+            raise CalbenchError(
+                f"two paper packs are named {folder.name!r}: {packs[folder.name].folder} and "
+                f"{folder}; rename one folder."
+            )
+        meta = load_yaml((folder / "pack.yaml").read_text()) or {}
+        packs[folder.name] = PaperPack(folder.name, folder, module, meta)
+    return packs
+
+
+def pack_files(relative: str) -> list[tuple[PaperPack, Path]]:
+    """(pack, path) of the file or folder ``relative`` in every pack that has it."""
+    return [
+        (pack, pack.folder / relative)
+        for pack in paper_packs().values()
+        if (pack.folder / relative).exists()
+    ]
+
+
+def pack_entries(file_name: str) -> list[tuple[PaperPack, dict]]:
+    """The entries of every pack's YAML list ``file_name`` (``notes.yaml``, ``claims.yaml``),
+    with the pack each came from, pack by pack in their order."""
+    out = []
+    for pack, path in pack_files(file_name):
+        entries = load_yaml(path.read_text()) or []
+        if not isinstance(entries, list):
+            raise CalbenchError(f"{path} must be a YAML list of entries, one per '- ' item.")
+        out += [(pack, entry) for entry in entries]
+    return out

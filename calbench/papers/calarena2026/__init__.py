@@ -1,0 +1,27 @@
+"""CalArena 2026: its float32 replicas of isotonic regression, Venn-Abers, VS, ODIR, MS and
+SMS (its genuine methods, CIR, boosting, BBQ, Lucena's spline and the Dirichlet kernel, are
+the library's), and the per-method table its reproduction report adds."""
+
+from calbench.papers.calarena2026.published_results import BENCHMARKS, method_table
+from calbench.papers.calarena2026.replicas import (
+    Float32MatrixScaling,
+    Float32StructuredMatrixScaling,
+    LogProbabilityVectorScaling,
+    StoredIsotonic,
+    StoredVennAbers,
+    SummedODIR,
+)
+
+CALIBRATORS = {
+    "vs_logp": (LogProbabilityVectorScaling, {}),
+    "isotonic_stored": (StoredIsotonic, {}),
+    "ms_float32": (Float32MatrixScaling, {}),
+    "sms_float32": (Float32StructuredMatrixScaling, {}),
+    "venn_abers_stored": (StoredVennAbers, {}),
+    "dir_odir_summed": (SummedODIR, {"regularization": "odir", "reference_class": True}),
+}
+
+
+def report_extra(preset, report, results_dir) -> str:
+    """Beside the comparison: CalArena's per-method fit times and calbench's own variants."""
+    return method_table(report, results_dir) if preset in BENCHMARKS.values() else ""
