@@ -1,6 +1,7 @@
 """Valk's random calibration forest as his code runs it
-(`calbench.papers.valk2022.reference_forest`) against his procedure written out here as his code is written: recursive nodes drawing from
-numpy's global legacy generator, depth chosen by KFold(10, shuffle, random_state=1)."""
+(`calbench.papers.valk2022.reference_forest`) against his procedure written out here as his
+code is written: recursive nodes drawing from numpy's global legacy generator, depth chosen
+by KFold(10, shuffle, random_state=1)."""
 
 import numpy as np
 import pytest

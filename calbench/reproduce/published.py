@@ -5,14 +5,14 @@ Each row is one printed number: ``paper, table, preset`` (the calbench experimen
 cells reproduce it), ``dataset`` (calbench's name; ``average_rank`` or
 ``average_rank:GROUP`` for a printed average-rank row), ``column`` (the paper's column
 label), ``method`` (calbench's method config), ``metric`` (the output name in the preset's
-metrics config, which holds the paper-exact options), ``scale`` (the paper prints
-``scale x`` calbench's value: 100 for percentages and Valk's "x10^2"), ``value`` (as
-printed: its digits are the printed rounding), ``rank`` (the printed rank, where the
-paper prints one) and ``spec`` (for numbers that are themselves average ranks, as Kull's
-Tables 1-2: the calbench table spec that computes them; the row is ``classifier:NAME`` or
+metrics config, which holds the paper-exact options), ``scale`` (the paper prints ``scale
+x`` calbench's value: 100 for percentages and Valk's "x10^2"), ``value`` (as printed: its
+digits are the printed rounding), ``rank`` (the printed rank, where the paper prints one)
+and ``spec`` (for numbers that are themselves average ranks, as Kull's Tables 1-2: the
+calbench table spec that computes them; the row is ``classifier:NAME`` or
 ``classifier:all``). CalArena's results (`calbench.papers.calarena2026.published_results`)
-add its per-task columns and ``seconds``. A pack's ``not_reproducible.csv`` lists the tables calbench cannot
-rerun, with the reason.
+add its per-task columns and ``seconds``. A pack's ``not_reproducible.csv`` lists the tables
+calbench cannot rerun, with the reason.
 """
 
 from __future__ import annotations
