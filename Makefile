@@ -24,7 +24,7 @@ test-slow:
 
 # The real-networks preset on one shared network, then its leaderboard and claims (~3 min).
 test-networks:
-	$(PYTHON) -m pytest -q -m slow tests/test_networks.py
+	$(PYTHON) -m pytest -q -m slow tests/data/test_networks.py
 
 # The documentation site into site/ (a warning fails the build).
 docs:

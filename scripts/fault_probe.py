@@ -168,7 +168,7 @@ def _(d):
 
 OWN = """
 import os, signal
-from calbench.calibrators.parametric import TemperatureScaling
+from calbench.calibrators.scaling import TemperatureScaling
 class Raises(TemperatureScaling):
     def _fit(self, logits, y):
         raise ZeroDivisionError("my calibrator divided by zero")

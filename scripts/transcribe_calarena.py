@@ -4,10 +4,11 @@
 
 reads ``results/cv-multiclass/*.csv`` and ``results/imagenet-multiclass/*.csv`` (one file per
 method: a row per data set and model with Brier, log-loss, ECE-15, accuracy and seconds) and
-writes ``calbench/reproduce/published/calarena2026_multiclass.csv``: one row per number, the
-value exactly as CalArena printed it, and ``calarena2026_sources.json``: each file's SHA-256
-and row count, which the tests check the transcription against (`tests/test_calarena.py`
-rebuilds every source file from the transcription, byte for byte).
+writes ``calbench/papers/calarena2026/published/calarena2026_multiclass.csv``: one row per
+number, the value exactly as CalArena printed it, and ``calarena2026_sources.json``: each
+file's SHA-256 and row count, which the tests check the transcription against
+(`tests/papers/calarena2026/test_calarena.py` rebuilds every source file from the
+transcription, byte for byte).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from calbench.papers.calarena2026.published_results import (
     calbench_dataset,
 )
 
-OUT = Path(__file__).resolve().parents[1] / "calbench" / "reproduce" / "published"
+OUT = Path(__file__).resolve().parents[1] / "calbench" / "papers" / "calarena2026" / "published"
 
 
 def main(checkout: str) -> None:

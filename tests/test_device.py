@@ -10,7 +10,7 @@ from calbench.device import _fallback_warning, resolve_device
 from calbench.errors import CalbenchError
 from calbench.runner.cell import run_cell
 from calbench.runner.plan import plan_cell
-from tests.test_runner import config
+from tests.runner.test_runner import config
 
 GPU = torch.cuda.is_available()
 
@@ -73,7 +73,7 @@ def test_scaling_maps_fitted_by_torch_on_a_device_equal_the_numpy_fit(name, para
     y = rng.integers(0, 5, 800)
     logits[np.arange(800), y] += 2
     numpy_fit = make_calibrator(name, **params).fit(logits, y)
-    monkeypatch.setattr(parametric, "_accelerator", lambda name: torch.device("cpu"))
+    monkeypatch.setattr(parametric, "accelerator", lambda name: torch.device("cpu"))
     torch_fit = make_calibrator(name, device="cuda", **params).fit(logits, y)
     np.testing.assert_allclose(
         torch_fit.predict_proba(logits), numpy_fit.predict_proba(logits), atol=1e-6

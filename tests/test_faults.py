@@ -22,8 +22,8 @@ from calbench.errors import CalbenchError
 from calbench.runner.job import run_job
 from calbench.runner.store import DamagedCells, ResultStore
 from calbench.runner.store_check import repair, verify
-from tests.test_cli import calbench
-from tests.test_runner import plan
+from tests.cli.test_cli import calbench
+from tests.runner.test_runner import plan
 
 SMALL = ["dataset.n_cal=600", "dataset.n_test=900"]
 
@@ -253,7 +253,7 @@ def test_a_moved_file_keeps_its_cells(tmp_path):
 CALIBRATORS = """
 import os, signal
 import numpy as np
-from calbench.calibrators.parametric import TemperatureScaling
+from calbench.calibrators.scaling import TemperatureScaling
 
 
 class Raises(TemperatureScaling):

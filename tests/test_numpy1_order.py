@@ -8,7 +8,7 @@ import pytest
 
 import calbench.numpy1_order as numpy1
 from calbench.numpy1_order import argpartition, argsort, k_smallest
-from tests.test_reference_knn import _numpy1_argpartition
+from tests.papers.valk2022.test_reference_knn import _numpy1_argpartition
 
 
 @pytest.mark.parametrize("n,high", [(40, 3), (700, 5), (5000, 40), (5000, 30000), (300, 1)])

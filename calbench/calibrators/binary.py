@@ -219,7 +219,7 @@ class BetaCalibrator(OneVsRestCalibrator):
     scores are clipped to [eps, 1 - eps] (float64 machine epsilon) and, when ``a`` comes out
     negative, it is fixed at 0 and ``b`` refitted alone (else the same for a negative ``b``).
     One map per class (one-vs-rest), rows renormalised; checked against betacal's
-    ``BetaCalibration("abm")`` in tests/test_nonparametric.py.
+    ``BetaCalibration("abm")`` in tests/calibrators/test_nonparametric.py.
 
     Parameters
     ----------

@@ -20,7 +20,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.bounds import PseudoCountBound
-from calbench.calibrators.parametric import TemperatureScaling
+from calbench.calibrators.scaling import TemperatureScaling
 from calbench.simplex import softmax
 
 #: Zhang et al.'s tie-breaking weight of the original probabilities.

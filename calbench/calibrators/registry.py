@@ -34,16 +34,15 @@ from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision_calibration import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.hoki import HokiCalibrator
+from calbench.calibrators.matrix import DirichletCalibrator, MatrixScaling
 from calbench.calibrators.mix_n_match import (
     EnsembleTemperatureScaling,
     MulticlassIsotonicRegression,
 )
 from calbench.calibrators.neighbourhood import KernelCalibrator, KNNCalibrator
 from calbench.calibrators.order_preserving import OrderPreservingCalibrator
-from calbench.calibrators.parametric import (
+from calbench.calibrators.scaling import (
     BiasCorrectedTemperatureScaling,
-    DirichletCalibrator,
-    MatrixScaling,
     TemperatureScaling,
     VectorScaling,
 )

@@ -21,7 +21,7 @@ classes ``k`` and samples ``n``; the paper's defaults are all 1). Differences fr
 "ridge"``): calbench keeps the log-probabilities in float64 where probmetrics rounds the
 probabilities to float32 and clips their logs at ln(float32 tiny) = -87.3 (only
 probabilities below 1e-38 differ), and fits by scipy's L-BFGS-B with closed-form gradients
-instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/test_structured.py).
+instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/calibrators/test_structured.py).
 Their SAGA solver and non-ridge penalties (lasso, MCP, group lasso) are not implemented.
 
 The default strengths are the paper's, unlike the ODIR and L2 maps' data-chosen ones, so
@@ -37,15 +37,10 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.constraints import Choice
+from calbench.calibrators.matrix import MatrixScaling
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
-from calbench.calibrators.parametric import (
-    MatrixScaling,
-    ParametricCalibrator,
-    TemperatureScaling,
-    VectorScaling,
-    _accelerator,
-    _lbfgs,
-)
+from calbench.calibrators.parametric import ParametricCalibrator, lbfgs
+from calbench.calibrators.scaling import TemperatureScaling, VectorScaling
 from calbench.calibrators.threads import blas_threads
 from calbench.simplex import log_in_place, softmax, torch_softmax_log_loss
 
@@ -132,13 +127,13 @@ class StructuredScaling(ParametricCalibrator):
             "diagonal": self.lambda_diagonal * scale,
             "off_diagonal": self.lambda_off_diagonal * (k * (k - 1)) ** self.rho / n**self.tau,
         }
-        on_cpu = self.criterion == "nll" and _accelerator(getattr(self, "device", None)) is None
+        on_cpu = self.criterion == "nll" and self._accelerator() is None
         if on_cpu and self._matrix():
             x = self._fitting_features(logits)
             if k <= NEWTON_MAX_CLASSES:
                 self._fit_matrix_by_newton(x, y)
             else:
-                self._fit_matrix_by_scaled_lbfgs(x, y)
+                self._fit_matrix_by_scaledlbfgs(x, y)
             return
         if not self._matrix() and VectorScaling._fits_by_newton(self, k):
             x, lam = self._fitting_features(logits), self.penalties_
@@ -154,7 +149,7 @@ class StructuredScaling(ParametricCalibrator):
         penalty[:, k] = lam["intercept"]
         return penalty
 
-    def _fit_matrix_by_scaled_lbfgs(self, x, y):
+    def _fit_matrix_by_scaledlbfgs(self, x, y):
         """SMS beyond `NEWTON_MAX_CLASSES` classes: L-BFGS on ``[W - I | b]`` from the
         diagonal minimum (`newton_vector`), in the coordinates of `_RowPreconditioner`.
         The ridge on the k(k-1) off-diagonal weights is far stiffer than the data's pull on
@@ -193,7 +188,7 @@ class StructuredScaling(ParametricCalibrator):
                 value += float((penalty * a**2).sum())
                 return value, coordinates.gradient(grad).ravel()
 
-            result = _lbfgs(
+            result = lbfgs(
                 objective,
                 coordinates.theta(a0).ravel(),
                 max_iter=self.max_iter,

@@ -31,8 +31,8 @@ calibration data into stratified folds (per binary problem, as the package's
 ``GM(p1) / (GM(1 - p0) + GM(p1))`` for the log-loss, or the Brier-loss form.
 
 Where calbench differs from the ``venn-abers`` package (checked against it in
-tests/test_venn_abers.py): the binary scores are logit differences ``z_j - z_i`` (one-vs-one)
-or log-probabilities (one-vs-rest), which order the samples exactly as the package's
+tests/calibrators/test_venn_abers.py): the binary scores are logit differences ``z_j - z_i``
+(one-vs-one) or log-probabilities (one-vs-rest), which order the samples exactly as the package's
 probability ratios do but do not saturate at 1.0, where the package's confident samples
 tie; and with a fixed classifier, cross Venn-Abers' folds share the same scores (the
 package refits its classifier per fold).

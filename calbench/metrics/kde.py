@@ -76,7 +76,7 @@ def kde_ece(probs, y, order: int = 1) -> float:
     -------
     float
         Lower is better; equal to Zhang et al.'s estimator written with KDEpy's
-        binning to 1e-8 relative (tests/test_metrics.py).
+        binning to 1e-8 relative (tests/metrics/test_metrics.py).
     """
     p, y = probs_and_labels(probs, y, "kde_ece")
     conf = p.max(axis=1) / p.sum(axis=1)

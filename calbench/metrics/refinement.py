@@ -71,7 +71,7 @@ def calibration_log_loss(probs, y) -> float:
     float
         Lower is better; near 0 (it can be slightly negative, as the mixture costs a
         little) when no temperature improves the predictions. Equal to probmetrics'
-        ``calib-err_logloss_ts-mix_all`` (tests/test_metrics.py).
+        ``calib-err_logloss_ts-mix_all`` (tests/metrics/test_metrics.py).
     """
     return _split(probs, y, log_loss, "calibration_log_loss")[0]
 

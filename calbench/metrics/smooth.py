@@ -103,7 +103,7 @@ def smooth_ece(probs, y, bandwidth=None) -> float:
     -------
     float
         In [0, 1]; lower is better. Equal to ``relplot.smECE`` on the confidences and
-        correctness indicators (tests/test_metrics.py).
+        correctness indicators (tests/metrics/test_metrics.py).
     """
     p, y = probs_and_labels(probs, y, "smooth_ece")
     scores, outcomes = top_label(p, y)

@@ -15,8 +15,9 @@ import pandas as pd
 from tabulate import tabulate
 
 from calbench.atomic import atomic_write_text
-from calbench.reproduce.comparison import STATUSES, counts
+from calbench.reproduce.comparison import STATUSES
 from calbench.reproduce.published import not_reproducible
+from calbench.reproduce.rendering import counts
 
 OVERVIEW_COLUMNS = ["preset", "paper", "table", "published", *STATUSES, "not run because"]
 

@@ -24,14 +24,10 @@ from calbench.atomic import atomic_write_text
 from calbench.conf_files import read_group, swept_values
 from calbench.errors import CalbenchError
 from calbench.packs import paper_packs
-from calbench.reproduce.comparison import (
-    compare,
-    interval_summary,
-    procedure_presets,
-    render_markdown,
-    summary,
-)
+from calbench.reproduce.comparison import compare
 from calbench.reproduce.published import presets, published
+from calbench.reproduce.rendering import interval_summary, render_markdown, summary
+from calbench.reproduce.spreads import procedure_presets
 
 
 def presets_of_all() -> list[str]:

@@ -214,7 +214,7 @@ VECTORISED = {
 #: falls back to it): estimators that are neither means of per-sample terms nor sums over
 #: bins of the drawn rows. A metric added to `calbench.metrics.METRICS` must be declared
 #: here, in `VECTORISED`, in the bootstrap's ``PER_SAMPLE`` or ``NOT_RESAMPLED``
-#: (tests/test_bootstrap.py), so its author decides how it resamples.
+#: (tests/stats/test_bootstrap.py), so its author decides how it resamples.
 RECOMPUTED = (
     "brier_reliability",
     "brier_resolution",

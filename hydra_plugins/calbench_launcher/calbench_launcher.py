@@ -8,7 +8,7 @@ jobs and their matrix products do not oversubscribe the machine. As each cell en
 launcher prints one line: cells finished of all, how many were found already stored, the
 time spent and an estimate of the rest, each remaining cell weighed by its cost
 (`calbench.runner.progress`). A cell's numbers do not depend on ``n_jobs``
-(tests/test_parallel_sweeps.py); pick it with ``hydra.launcher.n_jobs=N``.
+(tests/runner/test_parallel_sweeps.py); pick it with ``hydra.launcher.n_jobs=N``.
 
 Composing a job from scratch costs Hydra about 0.17 s. With ``compose=cached`` (the
 default) the launcher composes what the jobs share once and each distinct swept value once
@@ -29,7 +29,7 @@ run again, each in a process of its own, so the death costs its own cell only.
 ``backend=ray`` sends each job as a Ray task of one CPU to the cluster at ``ray_address``
 ("auto": the one ``ray start`` runs here; null: Ray started on this machine's cores), and
 as many run at once as the cluster has CPUs; Ray runs a task again when its worker process
-dies (``ray_retries``), so a killed worker's cell is rerun, not lost (tests/test_ray.py).
+dies (``ray_retries``), so a killed worker's cell is rerun, not lost (tests/runner/test_ray.py).
 """
 
 import logging

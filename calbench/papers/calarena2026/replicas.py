@@ -23,7 +23,8 @@ from calbench.calibrators.calarena import (
     calarena_probabilities,
     optional_module,
 )
-from calbench.calibrators.parametric import DirichletCalibrator, VectorScaling
+from calbench.calibrators.matrix import DirichletCalibrator
+from calbench.calibrators.scaling import VectorScaling
 from calbench.calibrators.venn_abers import VennAbersCalibrator
 from calbench.papers.calarena2026.pinned_arithmetic import pinned
 from calbench.simplex import softmax

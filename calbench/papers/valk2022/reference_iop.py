@@ -22,8 +22,8 @@ paper's map fitted to its optimum in float64):
   ``nn.Linear`` layers (integrand first), one draw for the training loader's iterator, one
   for its ``RandomSampler`` (whose permutation orders the training rows), one for the
   evaluation loader's iterator. Fold k's start replays folds 1..k-1's draws. These are the
-  draws today's torch makes (tests/test_reference_iop.py runs their loaders to check); the
-  torch Valk ran is not recorded.
+  draws today's torch makes (tests/papers/valk2022/test_reference_iop.py runs their loaders
+  to check); the torch Valk ran is not recorded.
 - **The optimiser.** ``torch.optim.LBFGS(lr=0.1, max_iter=2000, line_search_fn=
   "strong_wolfe")`` on the mean cross-entropy of all training rows at once. Their closure
   does not zero the gradients (``optimizer.zero_grad()`` runs once, before ``step``), so

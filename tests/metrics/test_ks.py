@@ -1,0 +1,67 @@
+"""KS calibration error (Gupta et al.) against a plain loop and hand examples."""
+
+import numpy as np
+import pytest
+
+from calbench import metrics
+from calbench.data.synthetic import sample_labels
+from tests.calibrators.test_spline import _numpy1_argsort
+
+
+def _ks_loop(scores, outcomes):
+    pairs = sorted(zip(scores, outcomes, strict=True), key=lambda t: t[0])
+    n, gap, cs, co = len(pairs), 0.0, 0.0, 0.0
+    for s, o in pairs:
+        cs, co = cs + s / n, co + o / n
+        gap = max(gap, abs(cs - co))
+    return gap
+
+
+def test_top1_hand_example():
+    p = np.array([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4], [0.7, 0.3]])
+    y = np.array([0, 1, 0, 1])
+    # sorted confidences .6 .7 .8 .9 with correctness 1 0 0 1: cumulative gaps
+    # (.6-1)/4, (1.3-1)/4, (2.1-1)/4, (3.0-2)/4 -> max |.| = 1.1 / 4
+    assert metrics.ks_error(p, y) == pytest.approx(1.1 / 4)
+
+
+@pytest.mark.parametrize("mode,r", [("top", 1), ("top", 2), ("within_top", 2), ("class", 3)])
+def test_matches_loop(rng, mode, r):
+    p = rng.dirichlet([0.4] * 5, 800)
+    y = sample_labels(p, rng)
+    order = np.argsort(-p, axis=1, kind="stable")
+    if mode == "top":
+        cls = order[:, r - 1]
+        scores, outcomes = p[np.arange(800), cls], cls == y
+    elif mode == "within_top":
+        scores = np.sort(p, axis=1)[:, ::-1][:, :r].sum(axis=1)
+        outcomes = (order[:, :r] == y[:, None]).any(axis=1)
+    else:
+        scores, outcomes = p[:, r], y == r
+    assert metrics.ks_error(p, y, mode=mode, r=r) == pytest.approx(
+        _ks_loop(scores, outcomes.astype(float)), abs=1e-12
+    )
+
+
+def test_calibrated_predictions_have_small_ks_and_overconfident_large(synthetic):
+    c = synthetic.true_map(synthetic.probs_test)
+    assert metrics.ks_error(c, synthetic.y_test) < 0.01
+    assert metrics.ks_error(synthetic.probs_test, synthetic.y_test) > 0.05
+
+
+def test_equal_scores_run_in_gupta_codes_numpy1_order():
+    """Gupta's KS (cal_metrics/KS.py: ``scores.argsort()``, then the cumulative score and
+    label curves) under numpy 1.x: its introsort, which numpy 2 still runs for int16, so
+    the written-out reference sorts the scores' dense ranks as int16. Float32-like scores
+    in three long runs of ties, where the order inside a run moves the largest gap."""
+    rng = np.random.default_rng(11)
+    confidence = rng.choice([0.6, 0.75, 0.9], 3000)
+    correct = rng.random(3000) < confidence  # calibrated: the largest gap lies inside a run
+    p = np.column_stack([confidence, 1 - confidence])
+    y = np.where(correct, 0, 1)
+    order = _numpy1_argsort(confidence)
+    gupta = np.abs(np.cumsum(confidence[order]) - np.cumsum(correct[order])).max() / 3000
+    assert metrics.ks_error(p, y) == pytest.approx(gupta, rel=1e-12)
+    stable = np.argsort(confidence, kind="stable")
+    in_sample_order = np.abs(np.cumsum(confidence[stable]) - np.cumsum(correct[stable])).max()
+    assert abs(in_sample_order / 3000 - gupta) > 1e-4  # the order inside the runs matters

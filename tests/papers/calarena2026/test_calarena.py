@@ -1,0 +1,254 @@
+"""CalArena's methods against the code CalArena runs (probmetrics 1.3 and the packages it
+calls), its log-loss against probmetrics', and the transcription of its published rows
+against the source files (rebuilt byte for byte from the transcription)."""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize
+from scipy.special import log_softmax as sp_log_softmax
+
+from calbench.calibrators import make_calibrator
+from calbench.calibrators.calarena import optional_module
+from calbench.data.dataset import Dataset
+from calbench.errors import CalbenchError
+from calbench.metrics.scoring import log_loss
+from calbench.papers.calarena2026.published_results import (
+    METHODS,
+    published_rows,
+    rebuild_source,
+    sources,
+)
+from calbench.simplex import float32_softmax, probs_to_logits
+
+pc = pytest.importorskip("probmetrics.calibrators")
+
+
+@pytest.fixture(scope="module")
+def stored():
+    """A seeded 4-class task as CalArena stores one: float32 probabilities (many tiny ones,
+    ties at the bottom) and calbench's logits of them."""
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 4, 1000)
+    logits = rng.normal(0, 2, (1000, 4)).astype(np.float32)
+    logits[np.arange(1000), y] += 6 * (rng.random(1000) < 0.8)
+    logits *= 3  # overconfident: float32 underflows some probabilities to tiny values
+    p = float32_softmax(logits)
+    return p[:600], y[:600], p[600:], y[600:]
+
+
+def _ours(name, p_cal, y_cal, p_test):
+    return (
+        make_calibrator(name)
+        .fit(probs_to_logits(p_cal), y_cal)
+        .predict_proba(probs_to_logits(p_test))
+    )
+
+
+REFERENCES = {
+    "histbin_uniform_prior": (
+        lambda: pc.MulticlassOneVsRestCalibrator(
+            pc.BinaryHistogramBinningCalibrator(strategy="uniform")
+        ),
+        1e-12,
+    ),
+    "histbin_quantile_prior": (
+        lambda: pc.MulticlassOneVsRestCalibrator(
+            pc.BinaryHistogramBinningCalibrator(strategy="quantile")
+        ),
+        1e-12,
+    ),
+    "cir": (
+        lambda: pc.MulticlassOneVsRestCalibrator(pc.CenteredIsotonicRegressionCalibrator()),
+        1e-12,
+    ),
+    "isotonic_calarena": (lambda: pc.SklearnCalibrator(method="isotonic", cv="prefit"), 1e-6),
+    "kernel_nw": (lambda: pc.KernelCalibrator(), 1e-5),  # probmetrics computes in float32
+    "xgboost": (lambda: pc.XGBoostCalibrator(), 1e-5),
+    "lightgbm": (lambda: pc.LightGBMCalibrator(), 1e-9),
+    "catboost": (lambda: pc.CatBoostCalibrator(), 1e-9),
+    "spline_lucena": (lambda: pc.MLISplineCalibrator(), 1e-9),
+    "bbq": (lambda: pc.NetcalBBQCalibrator(), 1e-9),
+    # float32 torchmin runs, replayed on the same float32 inputs
+    "ms_calarena": (lambda: pc.MatrixScalingCalibrator(), 1e-5),
+    "sms_calarena": (lambda: pc.SMSCalibrator(), 1e-5),
+    "venn_abers_calarena": (lambda: pc.VennAbersCalibrator(), 1e-9),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_calarena_method_equals_its_reference(stored, name):
+    p_cal, y_cal, p_test, _ = stored
+    factory, atol = REFERENCES[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = np.asarray(factory().fit(p_cal, y_cal).predict_proba(p_test), float)
+    np.testing.assert_allclose(_ours(name, p_cal, y_cal, p_test), expected, atol=atol, rtol=0)
+
+
+def test_isotonic_calarena_is_not_isotonic_plain_on_ties(stored):
+    """The float32 fit pools scores within 1e-6 (scikit-learn's _make_unique): the variant
+    differs from Kull's and Valk's float64 fit on the same task."""
+    p_cal, y_cal, p_test, _ = stored
+    a = _ours("isotonic_calarena", p_cal, y_cal, p_test)
+    b = _ours("isotonic_plain", p_cal, y_cal, p_test)
+    assert np.abs(a - b).max() > 1e-3
+
+
+def test_vs_logp_minimises_vector_scaling_of_log_probabilities(stored):
+    """The definition written out: softmax(w * ln p + b), the mean log-loss minimised by
+    scipy's BFGS from w = 1, b = 0."""
+    p_cal, y_cal, p_test, _ = stored
+    x = np.log(p_cal.astype(np.float64))
+    k = x.shape[1]
+
+    def nll(theta):
+        z = x * theta[:k] + theta[k:]
+        return -sp_log_softmax(z, axis=1)[np.arange(len(y_cal)), y_cal].mean()
+
+    theta = minimize(nll, np.r_[np.ones(k), np.zeros(k)], method="BFGS", tol=1e-10).x
+    expected = np.exp(
+        sp_log_softmax(np.log(p_test.astype(np.float64)) * theta[:k] + theta[k:], axis=1)
+    )
+    np.testing.assert_allclose(_ours("vs_logp", p_cal, y_cal, p_test), expected, atol=1e-5)
+
+
+def test_dir_odir_calarena_minimises_dirichletcals_summed_odir(stored):
+    """dirichletcal's FullDirichletCalibrator(reg_lambda=1e-3, reg_mu=1e-3) objective written
+    out: last row of [W | b] fixed at zero, 1e-3 * (sum of squared off-diagonal weights +
+    sum of squared intercepts) added to the mean log-loss, not divided by k(k-1) or k."""
+    p_cal, y_cal, p_test, _ = stored
+    x = np.log(p_cal.astype(np.float64))
+    k = x.shape[1]
+    off = ~np.eye(k, dtype=bool)
+
+    def full(theta):
+        return np.vstack([theta.reshape(k - 1, k + 1), np.zeros(k + 1)])
+
+    def objective(theta):
+        a = full(theta)
+        z = x @ a[:, :k].T + a[:, k]
+        nll = -sp_log_softmax(z, axis=1)[np.arange(len(y_cal)), y_cal].mean()
+        return nll + 1e-3 * (a[:, :k][off] ** 2).sum() + 1e-3 * (a[:, k] ** 2).sum()
+
+    start = np.hstack([np.eye(k), np.zeros((k, 1))])
+    start = (start - start[-1])[:-1].ravel()
+    a = full(
+        minimize(
+            objective,
+            start,
+            method="L-BFGS-B",
+            options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000},
+        ).x
+    )
+    xt = np.log(p_test.astype(np.float64))
+    expected = np.exp(sp_log_softmax(xt @ a[:, :k].T + a[:, k], axis=1))
+    np.testing.assert_allclose(
+        _ours("dir_odir_calarena", p_cal, y_cal, p_test), expected, atol=1e-5
+    )
+
+
+def test_float32_log_loss_equals_probmetrics():
+    from probmetrics.metrics import Metrics
+
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.full(5, 0.3), 300).astype(np.float32)
+    p[:20, 0] = 0.0  # zeros cost ln(float32 tiny), not ln(float64 tiny)
+    p /= p.sum(axis=1, keepdims=True)
+    y = np.zeros(300, dtype=int)
+    y[20:] = rng.integers(0, 5, 280)
+    expected = (
+        Metrics.from_names(["logloss"])
+        .compute_all_from_labels_probs(torch.tensor(y), torch.tensor(p))["logloss"]
+        .item()
+    )
+    assert log_loss(p.astype(np.float64), y, floor="float32") == pytest.approx(expected, rel=1e-6)
+    assert log_loss(p.astype(np.float64), y) > expected + 10  # calbench's default floor: 708
+
+
+def test_float32_probabilities_are_calarenas_stored_values():
+    """CalArena's generate_cv_benchmarks.py: numpy's softmax of the float32 logits, float32."""
+    rng = np.random.default_rng(0)
+    z = (rng.normal(0, 10, (50, 3))).astype(np.float32)
+    y = rng.integers(0, 3, 50)
+    shifted = z - z.max(axis=1, keepdims=True)
+    expected = (np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)).astype(np.float32)
+    data = Dataset("t", z, y, z, y).as_float32_probabilities()
+    assert np.array_equal(np.exp(data.logits_cal).astype(np.float32), expected)
+    assert not data.is_logits
+
+
+def test_a_missing_optional_package_gets_one_clear_error(monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def refuse(name, *args):
+        if name == "xgboost":
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", refuse)
+    with pytest.raises(CalbenchError, match=r"calbench\[calarena\]"):
+        optional_module("xgboost")
+
+
+def test_the_transcription_rebuilds_calarenas_files_byte_for_byte():
+    """Every transcribed source file, rebuilt from calbench's rows, has the SHA-256 recorded
+    when it was read from probkit/CalArena (commit a0afa15); 19 cv and 9 ImageNet methods."""
+    rows = published_rows()
+    files = sources()
+    assert sum(name.startswith("cv-multiclass/") for name in files) == 19
+    assert sum(name.startswith("imagenet-multiclass/") for name in files) == 9
+    for name, source in files.items():
+        benchmark, method = name.removesuffix(".csv").split("/")
+        assert method in METHODS
+        data = rebuild_source(rows, benchmark, method)
+        assert data.count(b"\n") == source["rows"] + 1
+        assert hashlib.sha256(data).hexdigest() == source["sha256"], name
+    assert len(rows) == 4 * (19 * 20 + 9 * 8)
+
+
+def test_calarena_numbers_on_the_published_densenet40(published_logits, tmp_path):
+    """On Kull et al.'s DenseNet-40 CIFAR-10 file, five of CalArena's methods run through the
+    preset (float32 probabilities, its metrics) give its published numbers: equal or within
+    the float32 tolerance notes.yaml states."""
+    from calbench.reproduce.comparison import compare
+    from tests.cli.test_cli import calbench
+
+    methods = ["ts", "histbin_quantile_prior", "isotonic_calarena", "bbq", "ms_calarena"]
+    done = calbench(
+        "run",
+        "-m",
+        "experiment=calarena_cv",
+        "dataset=c10_densenet40",
+        f"method={','.join(methods)}",
+        f"data_dir={published_logits}",
+        f"results_dir={tmp_path}",
+        "hydra/launcher=basic",
+    )
+    assert done.returncode == 0
+    report = compare("calarena_cv", tmp_path)
+    mine = report[(report["dataset"] == "c10_densenet40") & report["method"].isin(methods)]
+    assert len(mine) == 20
+    missed = mine[~mine["status"].isin(["equal", "within tolerance"])]
+    columns = ["method", "metric", "published", "calbench", "delta", "status"]
+    assert missed.empty, "numbers off CalArena's:\n" + missed[columns].to_string()
+    bbq = mine[(mine["method"] == "bbq") & (mine["metric"] == "log_loss_float32")]
+    assert bbq["status"].item() == "equal"
+
+
+def test_boosting_on_classes_too_rare_for_its_folds_is_one_clear_error():
+    """Five stratified folds need five rows of each class: scikit-learn's ValueError became
+    calbench's error naming the rarest class's count and the fix."""
+    pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), [4, 12, 12, 12])  # class 0: 4 rows for 5 folds
+    z = rng.normal(size=(len(y), 4))
+    with pytest.raises(CalbenchError, match=r"rarest class here has 4 row\(s\)"):
+        make_calibrator("lightgbm").fit(z, y)
