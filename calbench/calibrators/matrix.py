@@ -5,7 +5,10 @@ L2 or ODIR regularisation, fitted as `calbench.calibrators.parametric` fits ever
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr, Choice
 from calbench.calibrators.newton import (
@@ -20,6 +23,7 @@ from calbench.calibrators.parametric import (
     lbfgs,
     threads_for,
 )
+from calbench.calibrators.preconditioned import fit_multinomial
 from calbench.calibrators.scaling import TemperatureScaling
 from calbench.criteria import get_criterion
 from calbench.errors import CalbenchError
@@ -448,6 +452,8 @@ class MatrixScaling(ParametricCalibrator):
                 f"criterion={self.criterion!r} and {k} classes."
             )
         if not newton:
+            if self._preconditioned(solver, x):
+                return self._fit_preconditioned(logits, x, y)
             return super()._fit(logits, y)
         if self.criterion != "nll":
             raise CalbenchError(
@@ -473,6 +479,49 @@ class MatrixScaling(ParametricCalibrator):
                 row_pull=row_pull,
             )
         self.coef_, self.intercept_ = a[:, :k].copy(), a[:, k].copy()
+
+    def _preconditioned(self, solver, x) -> bool:
+        """Whether this fit runs `fit_multinomial` (the log-loss on the CPU beyond Newton's
+        class limit, with float64 products, i.e. below `FLOAT32_PRODUCTS`):
+        ``solver="auto"``'s choice there; ``"lbfgs"`` keeps plain L-BFGS in the map's own
+        coordinates."""
+        return (
+            solver == "auto"
+            and self.criterion == "nll"
+            and self._accelerator() is None
+            and x.shape[0] * x.shape[1] ** 2 < FLOAT32_PRODUCTS
+        )
+
+    def _fit_preconditioned(self, logits, x, y):
+        k = logits.shape[1]
+        if self.warm_start and getattr(self, "n_iter_", None) is not None:
+            if np.shape(self.coef_) == (k, k):
+                start = {"coef_": self.coef_, "intercept_": self.intercept_}
+            else:
+                start = self._starting_params(logits, y)
+        else:
+            start = self._starting_params(logits, y)
+        weights, center, row_pull = self._penalty_terms
+        fit = fit_multinomial(
+            np.asarray(x, dtype=np.float64),
+            y,
+            np.hstack([start["coef_"], start["intercept_"][:, None]]),
+            weights,
+            center=center,
+            row_pull=row_pull,
+            max_iter=self.max_iter,
+            tol=self.tol,
+        )
+        if not fit.converged:
+            warnings.warn(
+                f"{type(self).__name__}: L-BFGS stopped before converging after "
+                f"{fit.n_iter} iterations (largest gradient entry {fit.gradient_max:.1e}); "
+                "raise max_iter or check the data.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        self.coef_, self.intercept_ = fit.weights[:, :k].copy(), fit.weights[:, k].copy()
+        self.n_iter_, self.loss_, self.gradient_max_ = fit.n_iter, fit.loss, fit.gradient_max
 
     def _penalty(self, params):
         weights, center, row_pull = self._penalty_terms

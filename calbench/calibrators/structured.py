@@ -39,10 +39,11 @@ import numpy as np
 from calbench.calibrators.constraints import Choice
 from calbench.calibrators.matrix import MatrixScaling
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
-from calbench.calibrators.parametric import ParametricCalibrator, lbfgs
+from calbench.calibrators.parametric import ParametricCalibrator
+from calbench.calibrators.preconditioned import fit_multinomial
 from calbench.calibrators.scaling import TemperatureScaling, VectorScaling
 from calbench.calibrators.threads import blas_threads
-from calbench.simplex import log_in_place, softmax, torch_softmax_log_loss
+from calbench.simplex import log_in_place, softmax
 
 
 class StructuredScaling(ParametricCalibrator):
@@ -151,53 +152,28 @@ class StructuredScaling(ParametricCalibrator):
 
     def _fit_matrix_by_scaledlbfgs(self, x, y):
         """SMS beyond `NEWTON_MAX_CLASSES` classes: L-BFGS on ``[W - I | b]`` from the
-        diagonal minimum (`newton_vector`), in the coordinates of `_RowPreconditioner`.
-        The ridge on the k(k-1) off-diagonal weights is far stiffer than the data's pull on
-        the diagonal, and the features (log-probabilities) of one row move together: plain
-        L-BFGS needs 85 steps on netcal's DenseNet-BC-100 CIFAR-100 (2.7 s), scaled by the
-        Hessian's diagonal 31 evaluations, preconditioned 18 (WideResNet-16-4: 28 and 16;
-        LeNet-5: 46 and 14), each ending at an equal or lower objective.
-
-        The objective runs in torch on all its threads, with BLAS held to one for scipy's
-        own vector work: both libraries' thread pools on the same cores spin against each
-        other (5000 x 100: 14 ms an evaluation with numpy's products on one thread, 11 ms
-        so)."""
-        import torch
-
-        n, k = x.shape
-        penalty = self._penalty_matrix(k)
+        diagonal minimum (`newton_vector`), in preconditioned coordinates
+        (`calbench.calibrators.preconditioned`). The ridge on the k(k-1) off-diagonal
+        weights is far stiffer than the data's pull on the diagonal, and the features
+        (log-probabilities) of one row move together: plain L-BFGS needs 85 steps on
+        netcal's DenseNet-BC-100 CIFAR-100 (2.7 s), scaled by the Hessian's diagonal 31
+        evaluations, preconditioned 18 (WideResNet-16-4: 28 and 16; LeNet-5: 46 and 14),
+        each ending at an equal or lower objective."""
+        k = x.shape[1]
         lam = self.penalties_
         with blas_threads(1):
             w, b, _, _ = newton_vector(
                 x, y, np.ones(k), np.zeros(k), pen_w=lam["diagonal"], pen_b=lam["intercept"]
             )
-            a0 = np.zeros((k, k + 1))
-            a0[np.arange(k), np.arange(k)] = w - 1.0
-            a0[:, k] = b
-            xt = np.hstack([x, np.ones((n, 1))])
-            coordinates = _RowPreconditioner(xt, softmax(x + xt @ a0.T), 2 * penalty)
-            x_t, xt_t, y_t = torch.from_numpy(x), torch.from_numpy(xt), torch.from_numpy(y)
-            rows = torch.arange(n)
-
-            def objective(theta):
-                a = coordinates.weights(theta.reshape(k, k + 1))
-                logits = torch.addmm(x_t, xt_t, torch.from_numpy(a).T)
-                value, grad_z = torch_softmax_log_loss(logits, y_t)
-                grad_z[rows, y_t] -= 1.0
-                grad = (grad_z.T @ xt_t).numpy() / n + 2 * penalty * a
-                value += float((penalty * a**2).sum())
-                return value, coordinates.gradient(grad).ravel()
-
-            result = lbfgs(
-                objective,
-                coordinates.theta(a0).ravel(),
-                max_iter=self.max_iter,
-                tol=self.tol,
-                ftol=self.tol * 1e-4,
-            )
-        a = coordinates.weights(result.x.reshape(k, k + 1))
+        a0 = np.zeros((k, k + 1))
+        a0[np.arange(k), np.arange(k)] = w - 1.0
+        a0[:, k] = b
+        fit = fit_multinomial(
+            x, y, a0, self._penalty_matrix(k), offset=x, max_iter=self.max_iter, tol=self.tol
+        )
+        a = fit.weights
         self.coef_, self.intercept_ = a[:, :k] + np.eye(k), a[:, k].copy()
-        self.n_iter_, self.loss_ = int(result.nit), float(result.fun)
+        self.n_iter_, self.loss_, self.gradient_max_ = fit.n_iter, fit.loss, fit.gradient_max
 
     def _fit_matrix_by_newton(self, x, y):
         """SMS's objective by Newton's method (at most `NEWTON_MAX_CLASSES` classes): the
@@ -243,51 +219,3 @@ class StructuredScaling(ParametricCalibrator):
         if w.ndim == 2:
             grad_w = np.diag(grad_w) + 2 * lam["off_diagonal"] * off
         return value, {"coef_": grad_w, "intercept_": 2 * lam["intercept"] * b}
-
-
-class _RowPreconditioner:
-    """Coordinates ``theta`` for the weights ``A`` (one row per class) of a multinomial
-    map in which its log-loss's Hessian is near the identity, for L-BFGS.
-
-    Row c's block of the Hessian is ``(1/n) sum_i w_ic xt_i xt_i^T`` plus the ridge, with
-    ``w_ic = p_ic (1 - p_ic)``. Its weighted mean ``m_c = (1/n) sum_i w_ic xt_i`` gives the
-    block's dominant direction (log-probabilities of all classes rise and fall together):
-    the block is modelled as ``P_c = D_c + m_c m_c^T / wbar_c``, with ``D_c`` the diagonal
-    that makes ``P_c``'s diagonal exact. With ``P_c = L_c L_c^T``, ``L_c = D_c^(1/2) (I +
-    gamma_c v_c v_c^T)`` (``v_c`` the unit direction of ``D_c^(-1/2) m_c``, ``(1 +
-    gamma_c)^2 = 1 + beta_c``), ``theta_c = L_c^T a_c``: each map costs O(k^2), nothing
-    beside an evaluation's two products. The blocks' couplings (``-p_ic p_id``) are left
-    to L-BFGS.
-    """
-
-    def __init__(self, xt, probs, ridge_curvature):
-        n = len(xt)
-        weight = probs * (1.0 - probs)
-        diagonal = (weight.T @ xt**2) / n + ridge_curvature
-        mean = (weight.T @ xt) / n
-        weight_mean = np.maximum(weight.mean(axis=0), np.finfo(float).tiny)[:, None]
-        rank_one = mean**2 / weight_mean
-        # Mathematically diagonal >= rank_one (Cauchy-Schwarz); the floor keeps rounding
-        # and an unpenalised map from a singular scale.
-        self.root = np.sqrt(np.maximum(diagonal - rank_one, 0.01 * diagonal))
-        direction = mean / np.sqrt(weight_mean) / self.root
-        beta = (direction**2).sum(axis=1, keepdims=True)
-        self.unit = direction / np.sqrt(np.maximum(beta, np.finfo(float).tiny))
-        self.gamma = np.sqrt(1.0 + beta) - 1.0
-
-    def _along(self, rows):
-        return self.unit * (self.unit * rows).sum(axis=1, keepdims=True)
-
-    def theta(self, a):
-        """``L^T a``."""
-        scaled = a * self.root
-        return scaled + self.gamma * self._along(scaled)
-
-    def weights(self, theta):
-        """``L^-T theta``, the weights at ``theta``."""
-        return (theta - self.gamma / (1.0 + self.gamma) * self._along(theta)) / self.root
-
-    def gradient(self, grad_a):
-        """``L^-1 grad_a``: the gradient in ``theta`` from the gradient in the weights."""
-        scaled = grad_a / self.root
-        return scaled - self.gamma / (1.0 + self.gamma) * self._along(scaled)

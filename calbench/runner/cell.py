@@ -41,6 +41,7 @@ def fit_selected(plan: CellPlan, calibrator, grid, logits, y, score):
         score=score,
         inner_cv=protocol.inner_cv,
         grid_patience=protocol.grid_patience,
+        widen_edges=protocol.widen_edges,
     )
 
 

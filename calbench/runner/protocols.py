@@ -132,7 +132,7 @@ PROTOCOLS = {
     ),
 }
 #: How every protocol searches a grid by inner CV (`calbench.runner.selection.select_and_fit`).
-INNER_KEYS = ("inner_folds", "average_inner_models", "inner_cv", "grid_patience")
+INNER_KEYS = ("inner_folds", "average_inner_models", "inner_cv", "grid_patience", "widen_edges")
 INNER_CV = ("stratified", "kfold")
 
 
@@ -145,11 +145,14 @@ class Protocol:
     fold_options: dict
     inner_folds: int
     average_inner_models: bool
-    # The two keys below came after stores were written: a protocol YAML that leaves them
-    # out (kull_uci.yaml: inner_cv; all: grid_patience) keeps its cells' hashes, and these
-    # are its values. `+protocol.grid_patience=1` stops a grid early (`select_and_fit`).
+    # The keys below came after stores were written: a protocol YAML that leaves them out
+    # (kull_uci.yaml: inner_cv; all: grid_patience, widen_edges) keeps its cells' hashes,
+    # and these are its values. `+protocol.grid_patience=1` stops a grid early and
+    # `+protocol.widen_edges=2` widens a grid whose choice lies at its edge
+    # (`select_and_fit`).
     inner_cv: str = "stratified"
     grid_patience: int | None = None
+    widen_edges: int = 0
 
     @classmethod
     def of(cls, protocol: dict) -> Protocol:
@@ -174,6 +177,10 @@ class Protocol:
         check_choice(inner.get("inner_cv", "stratified"), "inner_cv", owner, INNER_CV)
         if inner.get("grid_patience") is not None:
             check_int(inner["grid_patience"], "grid_patience", owner)
+        if inner.get("widen_edges") is not None:
+            check_int(inner["widen_edges"], "widen_edges", owner, minimum=0)
+        else:
+            inner.pop("widen_edges", None)
         options = {k: protocol[k] for k in option_names if k in protocol}
         return cls(name, options, **inner)
 

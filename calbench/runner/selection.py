@@ -76,6 +76,7 @@ def select_and_fit(
     score=log_loss,
     inner_cv: str = "stratified",
     grid_patience: int | None = None,
+    widen_edges: int = 0,
 ) -> tuple[Calibrator, dict]:
     """Fit ``calibrator`` on (logits, y), its grid chosen by inner CV.
 
@@ -87,6 +88,13 @@ def select_and_fit(
     choice can then differ from the full grid's. On a 2000 x 100 ms_odir grid (36 points,
     5 inner folds) patience 1 fitted 61 of 181 models, 14.7 s against 40.7 s, the same
     choice.
+
+    ``widen_edges`` (0: the grid as given, as the papers search it) extends a numeric key
+    whose chosen value lies at the grid's edge by one more step of the grid's own spacing
+    beyond it (1000 after 100 gives 10000; every value of the other keys), rates the new
+    points and chooses again, up to that many times: a choice at the edge says the grid
+    stopped short (netcal's DenseNet-BC-100 CIFAR-100: ms_odir chose reg_lambda = 1000, held-out
+    log-loss 0.8938 against TS's 0.8831; at 10000 it is 0.8719).
 
     Returns the fitted predictor and the chosen parameters (empty without a grid).
     """
@@ -121,12 +129,10 @@ def select_and_fit(
     row_key = next(iter(points[0]), None)
     best_before_row, stale_rows = np.inf, 0
     progress = GridProgress(len(points), len(splits))
-    for i, params in enumerate(points):
-        if grid_patience is not None and i and params[row_key] != points[i - 1][row_key]:
-            stale_rows = 0 if best[0] < best_before_row else stale_rows + 1
-            if stale_rows >= grid_patience:
-                break
-            best_before_row = best[0]
+
+    def rate(i, params):
+        """The pooled out-of-fold score of grid point ``params`` (the i-th visited), and its
+        inner models."""
         out_of_fold = np.empty((len(y), n_classes))
         models = []
         for j, (runner, (fit_idx, held_idx)) in enumerate(zip(runners, splits, strict=True)):
@@ -140,13 +146,61 @@ def select_and_fit(
             out_of_fold[held_idx] = model.predict_proba(logits[held_idx])
             models.append(copy.deepcopy(model) if warm else model)
             progress.fitted(i, j)
-        value = score(out_of_fold, y)
+        return score(out_of_fold, y), models
+
+    for i, params in enumerate(points):
+        if grid_patience is not None and i and params[row_key] != points[i - 1][row_key]:
+            stale_rows = 0 if best[0] < best_before_row else stale_rows + 1
+            if stale_rows >= grid_patience:
+                break
+            best_before_row = best[0]
+        value, models = rate(i, params)
         if (value, grid_order[i]) < (best[0], best[3]):
             best = (value, params, models, grid_order[i])
+    widened = dict(grid or {})
+    for _ in range(0 if batched or prefix is not None else widen_edges):
+        extra = edge_points(widened, best[1])
+        if not extra:
+            break
+        progress = GridProgress(len(extra), len(splits))
+        for i, params in enumerate(extra):
+            value, models = rate(i, params)
+            if value < best[0]:  # a new point wins only by a strictly better score
+                best = (value, params, models, len(listed) + i)
+        for point in extra:
+            for key, value in point.items():
+                if value not in widened[key]:
+                    widened[key] = sorted([*widened[key], value])
     _, params, models, _ = best
     if average_inner_models:
         return AveragedCalibrator(members=models).fit(logits, y), params
     return clone(calibrator).set_params(**params).fit(logits, y), params
+
+
+def edge_points(grid: dict, chosen: dict) -> list[dict]:
+    """The points `select_and_fit`'s ``widen_edges`` adds where ``chosen`` lies at an edge
+    of ``grid``: for each numeric key with two or more positive values whose chosen value is
+    the largest (smallest), the next value of the grid's spacing beyond it (its ratio of
+    the last two values), with every value of the other keys; none where it is inside."""
+    extra = []
+    for key, values in grid.items():
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if len(numbers) < 2 or len(numbers) != len(values) or min(numbers) <= 0:
+            continue
+        ordered = sorted(numbers)
+        if chosen.get(key) == ordered[-1]:
+            step = ordered[-1] / ordered[-2]
+        elif chosen.get(key) == ordered[0]:
+            step = ordered[0] / ordered[1]
+        else:
+            continue
+        beyond = chosen[key] * step
+        beyond = int(round(beyond)) if all(isinstance(v, int) for v in numbers) else float(beyond)
+        if beyond in numbers or beyond <= 0:
+            continue
+        others = {k: v for k, v in grid.items() if k != key}
+        extra += [{**p, key: beyond} for p in ParameterGrid({**others, key: [beyond]})]
+    return extra
 
 
 def grid_path(grid: dict | None, strongest_first: bool = False) -> list[dict]:

@@ -1,0 +1,83 @@
+"""The preconditioned L-BFGS of the full-matrix maps beyond Newton's class limit reaches the
+minimum a long plain optimisation of the same objective reaches, in far fewer steps."""
+
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+from calbench.calibrators import make_calibrator
+from calbench.calibrators.preconditioned import RowPreconditioner, fit_multinomial
+from calbench.simplex import log_softmax, softmax
+
+
+def _probability_data(rng, n=1500, k=40):
+    """Data published as float32 probabilities, as netcal's records: ln p down to -80."""
+    z = rng.normal(size=(n, k)) * 6
+    y = (rng.random((n, 1)) > softmax(z / 1.5).cumsum(axis=1)).sum(axis=1)
+    probs = softmax(z).astype(np.float32).astype(np.float64)
+    return np.log(np.clip(probs, 1e-35, None)), y
+
+
+@contextmanager
+def _any_warnings():
+    """Plain L-BFGS may stop at max_iter (its warning is the point of the comparison)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _objective(a, x, y, ridge):
+    logits = np.hstack([x, np.ones((len(x), 1))]) @ a.T
+    return -log_softmax(logits)[np.arange(len(y)), y].mean() + (ridge * a**2).sum()
+
+
+@pytest.mark.parametrize("method, lam, mu", [("ms_odir", 1000.0, 1000.0), ("dir_odir", 1.0, 0.1)])
+def test_the_preconditioned_fit_is_as_low_as_a_long_plain_fit(rng, method, lam, mu):
+    x, y = _probability_data(rng)
+    fast = make_calibrator(method, reg_lambda=lam, reg_mu=mu).fit(x, y)
+    slow = make_calibrator(
+        method, reg_lambda=lam, reg_mu=mu, solver="lbfgs", tol=1e-12, max_iter=20000
+    ).fit(x, y)
+    plain = make_calibrator(method, reg_lambda=lam, reg_mu=mu, solver="lbfgs")
+    with _any_warnings():
+        plain.fit(x, y)
+    # The long run's objective to 1e-8 relative (its own last steps move the 8th digit),
+    # and never above plain L-BFGS at the same tolerance.
+    assert fast.loss_ <= slow.loss_ * (1 + 1e-8)
+    assert fast.loss_ <= plain.loss_
+    assert fast.n_iter_ < min(slow.n_iter_, plain.n_iter_)
+    assert fast.gradient_max_ < 1e-5
+    np.testing.assert_allclose(fast.predict_proba(x), slow.predict_proba(x), atol=2e-4)
+
+
+def test_fit_multinomial_minimises_the_written_out_objective(rng):
+    """Against the objective written out in numpy: the fit's value is the objective at its
+    weights, and no small step from them lowers it."""
+    x, y = _probability_data(rng, n=600, k=12)
+    k = x.shape[1]
+    ridge = np.full((k, k + 1), 0.05)
+    a0 = np.hstack([np.eye(k), np.zeros((k, 1))])
+    fit = fit_multinomial(x, y, a0, ridge, tol=1e-10)
+    assert fit.loss == pytest.approx(_objective(fit.weights, x, y, ridge), rel=1e-12)
+    for _ in range(5):
+        step = rng.normal(size=a0.shape) * 1e-4
+        assert _objective(fit.weights + step, x, y, ridge) >= fit.loss - 1e-12
+
+
+def test_the_preconditioner_maps_are_inverse_and_its_gradient_the_chain_rule(rng):
+    x, _ = _probability_data(rng, n=300, k=6)
+    xt = np.hstack([x, np.ones((300, 1))])
+    coordinates = RowPreconditioner(xt, softmax(x), np.full((6, 7), 0.1))
+    a = rng.normal(size=(6, 7))
+    np.testing.assert_allclose(coordinates.weights(coordinates.theta(a)), a, rtol=1e-10)
+    # f(theta) = <g, weights(theta)> has gradient L^-1 g: the chain rule of `gradient`.
+    g, theta = rng.normal(size=(6, 7)), coordinates.theta(a)
+    h = 1e-6
+    direction = rng.normal(size=(6, 7))
+    numeric = (
+        (g * coordinates.weights(theta + h * direction)).sum()
+        - (g * coordinates.weights(theta - h * direction)).sum()
+    ) / (2 * h)
+    assert (coordinates.gradient(g) * direction).sum() == pytest.approx(numeric, rel=1e-7)
