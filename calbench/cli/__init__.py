@@ -28,6 +28,7 @@ commands:
   leaderboard EXPERIMENT win rates, Bradley-Terry strengths and paired wins over its tasks
   claims EXPERIMENT      the papers' headline claims checked on each task: holds/fails/undecided
   reproduce PRESET       run a paper preset on the data present; published vs calbench report
+  import calarena DIR    a benchmark's published per-task results as experiments of the store
   data list|fetch|verify the papers' data sets: what is present, download, checksums
   store verify [--repair] every stored file checked; damaged cells moved aside to recompute
   list KIND [--json]     methods, metrics, presets, datasets or tables, one line each
@@ -45,6 +46,7 @@ COMMANDS = {
     "report": "report",
     "leaderboard": "leaderboard",
     "claims": "claims",
+    "import": "import_results",  # not cli/import.py: a keyword
     "list": "listing",  # not cli/list.py: the package attribute would hide the builtin
 }
 

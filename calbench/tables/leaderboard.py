@@ -255,12 +255,43 @@ def to_markdown(board: Leaderboard) -> str:
         per_task["ts_distinguishable"] = per_task["ts_distinguishable"].map(
             {True: "yes", False: "no (tied)"}
         )
+    lines += improvement_lines(board)
     lines += [
         "Per task: the best method, TS's value and whether the paired test tells TS from it.",
         "",
         per_task.to_markdown(floatfmt=".4f"),
     ]
     return "\n".join(lines) + "\n"
+
+
+def improvement_lines(board: Leaderboard) -> list[str]:
+    """CalArena's table of improvement over the uncalibrated model
+    (`calbench.stats.arena.improvement_over_uncalibrated`), where ``uncal`` ranked."""
+    if "uncal" not in board.values:
+        return []
+    table = arena.improvement_over_uncalibrated(
+        board.values, board.blocks, board.higher_is_better, seed=board.settings.seed
+    )
+    frame = pd.DataFrame(
+        {
+            "improvement x 100": table["improvement"].map("{:+.3f}".format),
+            "CalArena's +-": table["calarena_margin"].map("{:.3f}".format),
+            "95% CI (blocks)": [
+                f"[{low:+.3f}, {high:+.3f}]"
+                for low, high in zip(table["low"], table["high"], strict=True)
+            ],
+            "rank": table["rank"],
+        },
+        index=table.index,
+    )
+    return [
+        f"Improvement over the uncalibrated model: the mean over tasks of 100 x (uncal - "
+        f"method){' (method - uncal for a score)' if board.higher_is_better else ''}; "
+        "CalArena's margin 1.96 sd / sqrt(data sets), and the bootstrap over data sets.",
+        "",
+        frame.to_markdown(),
+        "",
+    ]
 
 
 def to_latex(board: Leaderboard) -> str:

@@ -1,0 +1,131 @@
+"""A benchmark's published results as a store: CalArena's files read into experiments whose
+leaderboard gives CalArena's own win rates, and its improvement table."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calbench.errors import CalbenchError
+from calbench.reproduce.imported import experiment_name, import_calarena, method_name
+from calbench.stats.arena import improvement_over_uncalibrated
+from calbench.tables.leaderboard import leaderboard
+
+#: Brier of four methods on five tasks of two data sets (one tie: A and B on task 4).
+BRIER = {
+    "Base-model": [0.30, 0.40, 0.20, 0.10, 0.50],
+    "TS": [0.25, 0.41, 0.18, 0.09, 0.45],
+    "SMS": [0.24, 0.39, 0.19, 0.09, 0.44],
+    "Isotonic": [0.26, 0.38, 0.21, 0.11, 0.46],
+}
+TASKS = [
+    ("iris", "CatBoost"),
+    ("iris", "LightGBM"),
+    ("wine", "CatBoost"),
+    ("wine", "KNN"),
+    ("wine", "XGB"),
+]
+
+
+def write_calarena(root, brier=BRIER, collection="tabrepo-multiclass"):
+    folder = root / "results" / collection
+    folder.mkdir(parents=True)
+    for method, values in brier.items():
+        frame = pd.DataFrame(
+            {
+                "dataset": [d for d, _ in TASKS],
+                "model": [m for _, m in TASKS],
+                "cal_size": 100,
+                "test_size": 100,
+                "n_classes": 3,
+                f"{method}_brier": values,
+                f"{method}_logloss": np.asarray(values) * 3,
+                f"{method}_ece-15": np.asarray(values) / 10,
+                f"{method}_accuracy": 1 - np.asarray(values),
+                f"{method}_time": 0.5,
+            }
+        )
+        frame.to_csv(folder / f"{method}.csv", index=False)
+    return root
+
+
+def calarena_win_rates(brier: dict) -> dict:
+    """CalArena's definition, written out: on a task, a method's win rate is the share of
+    the other methods whose value is strictly worse (greater); averaged over tasks."""
+    methods = list(brier)
+    n_tasks = len(next(iter(brier.values())))
+    rates = {}
+    for m in methods:
+        per_task = [
+            sum(brier[o][t] > brier[m][t] for o in methods if o != m) / (len(methods) - 1)
+            for t in range(n_tasks)
+        ]
+        rates[m] = sum(per_task) / n_tasks
+    return rates
+
+
+def test_the_imported_leaderboard_gives_calarenas_win_rates(tmp_path):
+    write_calarena(tmp_path / "source")
+    summary = import_calarena(tmp_path / "source", tmp_path / "results")
+    assert summary == {"calarena_tabrepo_multiclass": (5, 4)}
+    board = leaderboard(tmp_path / "results", "calarena_tabrepo_multiclass", "brier")
+    expected = calarena_win_rates(BRIER)
+    for method, rate in expected.items():
+        assert board.table.loc[method_name(method), "win_rate"] == pytest.approx(rate, abs=1e-15)
+    # Hand-checked: SMS beats all three on tasks 0 and 4 and two on tasks 1 to 3 (its tie
+    # with TS on task 3 is no win): (3 + 2 + 2 + 2 + 3) / 3 / 5.
+    assert expected["SMS"] == pytest.approx(12 / 15)
+    # The blocks the intervals resample are the data sets, as CalArena's bootstrap.
+    assert sorted(set(board.blocks)) == ["iris", "wine"]
+    assert not board.paired  # published results carry no predictions to pair
+
+
+def test_importing_again_changes_nothing_and_an_edited_file_replaces_its_cell(tmp_path):
+    source = write_calarena(tmp_path / "source")
+    import_calarena(source, tmp_path / "results")
+    before = sorted(p.name for p in (tmp_path / "results" / "store").glob("*.csv"))
+    import_calarena(source, tmp_path / "results")
+    assert sorted(p.name for p in (tmp_path / "results" / "store").glob("*.csv")) == before
+    edited = dict(BRIER, SMS=[0.9] * 5)
+    (source / "results" / "tabrepo-multiclass" / "SMS.csv").unlink()
+    write_calarena(tmp_path / "other", edited)
+    (tmp_path / "other" / "results" / "tabrepo-multiclass" / "SMS.csv").rename(
+        source / "results" / "tabrepo-multiclass" / "SMS.csv"
+    )
+    import_calarena(source, tmp_path / "results")
+    board = leaderboard(tmp_path / "results", "calarena_tabrepo_multiclass", "brier")
+    assert board.table.loc["sms", "win_rate"] == pytest.approx(0.0)
+
+
+def test_a_folder_without_calarena_results_is_named(tmp_path):
+    with pytest.raises(CalbenchError, match="holds no CalArena results"):
+        import_calarena(tmp_path, tmp_path / "results")
+    bad = tmp_path / "bad" / "results" / "cv-multiclass"
+    bad.mkdir(parents=True)
+    (bad / "TS.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(CalbenchError, match="TS.csv is not a CalArena result file"):
+        import_calarena(tmp_path / "bad", tmp_path / "results")
+
+
+def test_the_improvement_table_is_calarenas():
+    """Mean of 100 x (uncal - method) over tasks; margin 1.96 sd / sqrt(number of data
+    sets), as CalArena's compute_absolute_improvements."""
+    values = pd.DataFrame(BRIER).rename(columns=method_name)
+    blocks = [d for d, _ in TASKS]
+    table = improvement_over_uncalibrated(values, blocks, higher_is_better=False)
+    gains = 100 * (np.asarray(BRIER["Base-model"]) - np.asarray(BRIER["SMS"]))
+    assert table.loc["sms", "improvement"] == pytest.approx(gains.mean())
+    assert table.loc["sms", "calarena_margin"] == pytest.approx(
+        1.96 * gains.std(ddof=1) / np.sqrt(2)
+    )
+    assert table.index[0] == "sms" and table.loc["sms", "rank"] == 1
+    assert table.loc["sms", "low"] <= table.loc["sms", "improvement"] <= table.loc["sms", "high"]
+
+
+def test_experiment_and_method_names():
+    assert experiment_name("tabrepo-multiclass") == "calarena_tabrepo_multiclass"
+    assert [method_name(m) for m in ("Base-model", "TS", "Venn-Abers", "SMS")] == [
+        "uncal",
+        "ts",
+        "venn_abers",
+        "sms",
+    ]
