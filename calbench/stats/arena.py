@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from scipy.special import expit
+from scipy.stats import norm
 
 ELO_SCALE = 400 / np.log(10)
 ELO_BASE = 1000.0
@@ -110,6 +111,32 @@ def bootstrap_strengths(wins: np.ndarray, counts: np.ndarray, index) -> np.ndarr
     """(n_resamples, k): Bradley-Terry strengths refitted on each resample of blocks."""
     per_block = block_sums(games(wins), index, counts.shape[1])
     return np.stack([bradley_terry(np.tensordot(c, per_block, 1)) for c in counts])
+
+
+def rank_sets(boot_rates: np.ndarray, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """(best, worst) rank each method takes in the central ``1 - alpha`` of the block
+    bootstrap (``boot_rates``: resamples x methods win rates; rank 1 the highest rate, tied
+    rates sharing the better rank): at 95% the method could be ranked anywhere from
+    ``best`` to ``worst``, so the methods that could be first are those with ``best == 1``."""
+    ranks = 1 + (boot_rates[:, None, :] > boot_rates[:, :, None]).sum(axis=2)
+    low, high = np.percentile(ranks, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+    return np.floor(low).astype(int), np.ceil(high).astype(int)
+
+
+def blocks_to_tell_apart(
+    rate: np.ndarray, boot_rates: np.ndarray, n_blocks: int, leader: int, alpha: float = 0.05
+) -> np.ndarray:
+    """Per method, about how many blocks (data sets) a benchmark needs for the 95% interval
+    of its win-rate gap to ``leader`` to exclude 0, at the gap observed: the interval's
+    half-width shrinks as 1 / sqrt(blocks), so ``n_blocks (z se / gap)^2`` with ``se`` the
+    bootstrap spread of the gap here. NaN for the leader; inf where the gap is 0."""
+    gaps = rate[leader] - rate
+    spread = (boot_rates[:, leader : leader + 1] - boot_rates).std(axis=0, ddof=1)
+    z = norm.ppf(1 - alpha / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        needed = n_blocks * (z * spread / np.abs(gaps)) ** 2
+    needed[leader] = np.nan
+    return needed
 
 
 def improvement_over_uncalibrated(

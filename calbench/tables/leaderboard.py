@@ -152,7 +152,13 @@ def leaderboard(
     counts, index = arena.block_counts(blocks, settings.resamples, rng)
     q = [100 * settings.alpha / 2, 100 * (1 - settings.alpha / 2)]
     rate = arena.win_rates(wins)
-    rate_boot = np.percentile(arena.bootstrap_win_rates(rate, counts, index), q, axis=0)
+    rate_draws = arena.bootstrap_win_rates(rate, counts, index)
+    rate_boot = np.percentile(rate_draws, q, axis=0)
+    best_rank, worst_rank = arena.rank_sets(rate_draws, settings.alpha)
+    mean_rate = rate.mean(axis=0)
+    to_lead = arena.blocks_to_tell_apart(
+        mean_rate, rate_draws, counts.shape[1], int(mean_rate.argmax()), settings.alpha
+    )
     clear_rate = arena.win_rates(clear)
     clear_boot = np.percentile(arena.bootstrap_win_rates(clear_rate, counts, index), q, axis=0)
     strength = arena.elo(arena.bradley_terry(arena.pairwise_wins(wins)))
@@ -162,9 +168,12 @@ def leaderboard(
     table = pd.DataFrame(
         {
             "mean_rank": task_ranks(complete, better).mean(axis=0).to_numpy(),
-            "win_rate": rate.mean(axis=0),
+            "win_rate": mean_rate,
             "win_rate_low": rate_boot[0],
             "win_rate_high": rate_boot[1],
+            "rank_best": best_rank,
+            "rank_worst": worst_rank,
+            "blocks_to_tell_from_leader": to_lead,
             "clear_win_rate": clear_rate.mean(axis=0) if paired else np.nan,
             "clear_win_rate_low": clear_boot[0] if paired else np.nan,
             "clear_win_rate_high": clear_boot[1] if paired else np.nan,
@@ -209,6 +218,10 @@ def display_frame(board: Leaderboard) -> pd.DataFrame:
     shown["win rate [95% CI]"] = [
         _interval(*r, ".3f") for r in t[["win_rate", "win_rate_low", "win_rate_high"]].to_numpy()
     ]
+    shown["rank (95% set)"] = [
+        f"{b}" if b == w else f"{b}-{w}" for b, w in t[["rank_best", "rank_worst"]].to_numpy()
+    ]
+    shown["blocks to tell from #1"] = t["blocks_to_tell_from_leader"].map(_blocks_needed)
     if board.paired:
         cols = ["clear_win_rate", "clear_win_rate_low", "clear_win_rate_high"]
         shown["clear wins [95% CI]"] = [_interval(*r, ".3f") for r in t[cols].to_numpy()]
@@ -222,6 +235,12 @@ def display_frame(board: Leaderboard) -> pd.DataFrame:
     return shown
 
 
+def _blocks_needed(n: float) -> str:
+    if np.isnan(n):
+        return "-"
+    return "never (tied)" if np.isinf(n) else f"{int(np.ceil(n)):,}"
+
+
 def caption(board: Leaderboard) -> str:
     direction = "higher" if board.higher_is_better else "lower"
     text = (
@@ -229,7 +248,10 @@ def caption(board: Leaderboard) -> str:
         f"{len(board.values)} tasks in {len(set(board.blocks))} blocks. Win rate: the share "
         "of the other methods a method beats on a task, averaged over tasks; intervals: "
         f"{board.settings.resamples} bootstrap resamples of blocks of tasks (a block: one "
-        f"data set), seed {board.settings.seed}."
+        f"data set), seed {board.settings.seed}. Rank (95% set): the ranks a method takes "
+        "in the central 95% of those resamples. Blocks to tell from #1: about how many data "
+        "sets it takes for the interval of the win-rate gap to the leader to exclude 0 at "
+        "the gap observed (the interval narrows as 1 / sqrt(data sets))."
     )
     if board.paired:
         text += (
