@@ -26,6 +26,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--methods", help="comma-separated: only these methods (default: every method stored)"
     )
+    parser.add_argument(
+        "--by",
+        help="also a leaderboard per group of tasks: cal_size, test_size or n_classes (thirds "
+        "of the tasks) or classifier",
+    )
     args = parser.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
     settings = paired_bootstrap_settings(args)
@@ -41,4 +46,22 @@ def main(argv: list[str]) -> None:
         for path in service.write_leaderboard(board, out, formats):
             print(f"wrote {path}")
         for path in win_rate_figure(board, out) + leaderboard_cd_figure(board, out):
+            print(f"wrote {path}")
+        if args.by:
+            from calbench.atomic import atomic_write_text
+            from calbench.tables.groups import groups_markdown, leaderboards_by
+
+            boards = leaderboards_by(
+                args.results_dir,
+                args.experiment,
+                metric,
+                args.by,
+                settings=settings,
+                paired=not args.no_paired,
+                methods=methods,
+            )
+            text = f"**{args.experiment} on {metric}, by {args.by}**\n\n" + groups_markdown(boards)
+            print(text)
+            path = out / f"{args.experiment}_{metric}_by_{args.by}.md"
+            atomic_write_text(path, text)
             print(f"wrote {path}")

@@ -116,7 +116,7 @@ def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tupl
     summary = {}
     for collection in found:
         experiment = experiment_name(collection.name)
-        tasks, methods = set(), 0
+        tasks, methods, properties = set(), 0, []
         for path in sorted(collection.glob("*.csv")):
             rows, sha256 = read_result_file(path)
             method = method_name(path.stem)
@@ -151,6 +151,26 @@ def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tupl
                 config_text=dump_yaml(config),
             )
             tasks |= set(zip(rows["dataset"], rows["classifier"], strict=True))
+            properties.append(_task_properties(path))
             methods += 1
+        _write_task_properties(results_dir, experiment, properties)
         summary[experiment] = (len(tasks), methods)
     return summary
+
+
+def _task_properties(path: Path) -> pd.DataFrame:
+    frame = pd.read_csv(path, dtype={"dataset": str, "model": str})
+    columns = [c for c in (*TASK_COLUMNS, "n_classes") if c in frame]
+    return frame[columns].rename(columns={"model": "classifier"})
+
+
+def _write_task_properties(results_dir, experiment: str, parts: list[pd.DataFrame]) -> None:
+    """``<results_dir>/tasks/<experiment>.csv``: each task's sizes and classes, which
+    ``calbench leaderboard --by`` groups by (`calbench.tables.groups`)."""
+    from calbench.atomic import atomic_write_text
+    from calbench.tables.groups import tasks_file
+
+    table = pd.concat(parts).drop_duplicates(["dataset", "classifier"])
+    if "n_classes" not in table:
+        table["n_classes"] = 2
+    atomic_write_text(tasks_file(results_dir, experiment), table.to_csv(index=False))

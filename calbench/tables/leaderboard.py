@@ -113,13 +113,17 @@ def leaderboard(
     settings: BootstrapSettings | None = None,
     paired: bool = True,
     methods: list[str] | None = None,
+    tasks: list[str] | None = None,
 ) -> Leaderboard:
     """The leaderboard of ``experiment`` on ``metric`` (``methods``: only these, e.g. to
-    leave out a method that has not run on every task yet)."""
+    leave out a method that has not run on every task yet; ``tasks``: only these task
+    labels, `calbench.tables.groups`)."""
     settings = settings or BootstrapSettings()
     store = ResultStore(results_dir)
     rows = experiment_rows(store, experiment)
     values, cells = task_values(rows, metric)
+    if tasks is not None:
+        values = values.loc[values.index.isin(tasks)]
     if methods:
         unknown = sorted(set(methods) - set(values.columns))
         if unknown:

@@ -129,3 +129,24 @@ def test_experiment_and_method_names():
         "venn_abers",
         "sms",
     ]
+
+
+def test_leaderboards_by_a_task_property_rank_each_group_alone(tmp_path):
+    """Grouped by classifier, each group's win rates are CalArena's definition on that
+    group's tasks alone."""
+    from calbench.tables.groups import leaderboards_by
+
+    write_calarena(tmp_path / "source")
+    import_calarena(tmp_path / "source", tmp_path / "results")
+    boards = dict(
+        leaderboards_by(tmp_path / "results", "calarena_tabrepo_multiclass", "brier", "classifier")
+    )
+    assert sorted(boards) == ["CatBoost", "KNN", "LightGBM", "XGB"]
+    catboost = [i for i, (_, m) in enumerate(TASKS) if m == "CatBoost"]
+    expected = calarena_win_rates({k: [v[i] for i in catboost] for k, v in BRIER.items()})
+    for method, rate in expected.items():
+        assert boards["CatBoost"].table.loc[method_name(method), "win_rate"] == pytest.approx(rate)
+    by_size = leaderboards_by(
+        tmp_path / "results", "calarena_tabrepo_multiclass", "brier", "n_classes"
+    )
+    assert [label for label, _ in by_size] == ["n_classes = 3"]

@@ -1,0 +1,112 @@
+"""Leaderboards by task property: does a ranking hold on small calibration sets, on many
+classes, for each base-model family? (``calbench leaderboard E --by cal_size``).
+
+A task's properties are the data set's calibration size, test size and number of classes,
+and its classifier: from ``<results_dir>/tasks/<experiment>.csv`` where an import wrote one
+(`calbench.reproduce.imported`), else from the registered data sets' ``registry`` blocks
+(a user's own file has none: its tasks fall in no group). A numeric property is cut into
+thirds of its tasks (each value a group of its own where it takes three or fewer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from calbench.errors import CalbenchError
+from calbench.tables.leaderboard import Leaderboard, leaderboard
+
+PROPERTIES = ("cal_size", "test_size", "n_classes", "classifier")
+
+
+def tasks_file(results_dir, experiment: str) -> Path:
+    return Path(results_dir) / "tasks" / f"{experiment}.csv"
+
+
+def task_properties(results_dir, experiment: str, labels) -> pd.DataFrame:
+    """Per task label (``dataset`` or ``dataset / classifier``): its properties."""
+    path = tasks_file(results_dir, experiment)
+    if path.is_file():
+        table = pd.read_csv(path, dtype={"dataset": str, "classifier": str})
+    else:
+        from calbench.conf_files import read_group
+
+        registry = {n: (c.get("registry") or {}) for n, c in read_group("dataset").items()}
+        parts = [str(t).split(" / ") for t in labels]
+        table = pd.DataFrame(
+            {
+                "dataset": [p[0] for p in parts],
+                "classifier": [p[1] if len(p) > 1 else "none" for p in parts],
+            }
+        )
+        for key, field in (
+            ("cal_size", "n_cal"),
+            ("test_size", "n_test"),
+            ("n_classes", "classes"),
+        ):
+            table[key] = [registry.get(d, {}).get(field, np.nan) for d in table["dataset"]]
+    table["task"] = np.where(
+        table["classifier"].isin(["none"]),
+        table["dataset"],
+        table["dataset"] + " / " + table["classifier"],
+    )
+    return table.set_index("task").reindex(list(labels))
+
+
+def groups_of(properties: pd.DataFrame, by: str) -> dict[str, list[str]]:
+    """Group label -> its tasks (see the module docstring)."""
+    if by not in PROPERTIES:
+        raise CalbenchError(f"--by {by!r}: a task property is one of {', '.join(PROPERTIES)}.")
+    column = properties[by]
+    if by == "classifier":
+        return {str(v): list(column.index[column == v]) for v in sorted(column.dropna().unique())}
+    values = pd.to_numeric(column, errors="coerce")
+    known = values.dropna()
+    if known.empty:
+        raise CalbenchError(
+            f"no task of this experiment records its {by} (a user's own files carry none)."
+        )
+    distinct = np.sort(known.unique())
+    if len(distinct) <= 3:
+        return {f"{by} = {v:g}": list(values.index[values == v]) for v in distinct}
+    low, high = np.quantile(known, [1 / 3, 2 / 3])
+    cuts = [
+        (f"{by} <= {low:g}", values <= low),
+        (f"{low:g} < {by} <= {high:g}", (values > low) & (values <= high)),
+        (f"{by} > {high:g}", values > high),
+    ]
+    return {label: list(values.index[mask]) for label, mask in cuts if mask.any()}
+
+
+def leaderboards_by(results_dir, experiment: str, metric: str, by: str, **options):
+    """(group label, `Leaderboard`) of each group of tasks with a complete ranking."""
+    overall = leaderboard(results_dir, experiment, metric, paired=False)
+    properties = task_properties(results_dir, experiment, overall.values.index)
+    boards = []
+    for label, tasks in groups_of(properties, by).items():
+        try:
+            board = leaderboard(results_dir, experiment, metric, tasks=tasks, **options)
+        except CalbenchError:  # a group without two methods on a complete task: no ranking
+            continue
+        boards.append((label, board))
+    return boards
+
+
+def groups_markdown(boards: list[tuple[str, Leaderboard]], top: int = 4) -> str:
+    """One line per group: its tasks and data sets, and its leaders with win rate,
+    interval and 95% rank set."""
+    lines = [
+        "| tasks | count (data sets) | leaders: win rate [95% CI], rank set |",
+        "|---|---|---|",
+    ]
+    for label, board in boards:
+        t = board.table.head(top)
+        leaders = "; ".join(
+            f"{m} {r.win_rate:.3f} [{r.win_rate_low:.3f}, {r.win_rate_high:.3f}] "
+            f"#{r.rank_best:.0f}" + ("" if r.rank_best == r.rank_worst else f"-{r.rank_worst:.0f}")
+            for m, r in t.iterrows()
+        )
+        lines.append(f"| {label} | {len(board.values)} ({len(set(board.blocks))}) | {leaders} |")
+    return "\n".join(lines) + "\n"
