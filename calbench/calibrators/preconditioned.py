@@ -159,7 +159,7 @@ def fit_multinomial(
             a, steps = coordinates.weights(result.x.reshape(k, k + 1)), steps + int(result.nit)
             before = value
             value, grad, probs = in_weights(a)
-            settled = np.abs(grad).max() <= tol or before - value <= 1e-15 * abs(value)
+            settled = np.abs(grad).max() <= tol or before - value <= tol * 1e-6 * abs(value)
             if steps >= max_iter or (result.status != 1 and settled):
                 break
     return MultinomialFit(a, steps, value, float(np.abs(grad).max()), steps < max_iter)

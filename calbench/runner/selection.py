@@ -98,7 +98,13 @@ def select_and_fit(
 
     Returns the fitted predictor and the chosen parameters (empty without a grid).
     """
-    points = grid_path(grid, strongest_first=grid_patience is not None)
+    # Calibrators that can warm-start walk the grid with one model per inner fold, each
+    # fit starting from the previous grid point's solution (the same optimum, fewer steps),
+    # from the strongest penalty down: a weak penalty's fit then starts from a near one's
+    # solution (netcal's LeNet-5 CIFAR-100, ms_odir, one inner fold of the 36-point grid:
+    # 36 s against 63 s weakest first; DenseNet-BC-100: 10 s against 21 s).
+    warm = "warm_start" in calibrator.run_input_keys("warm_start")  # not a step's
+    points = grid_path(grid, strongest_first=grid_patience is not None or warm)
     if not runs_inner_cv(grid, average_inner_models):
         return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
     n_classes = logits.shape[1]
@@ -106,9 +112,6 @@ def select_and_fit(
     if inner_cv == "stratified":  # unstratified folds may leave a class out (counted)
         check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
     splits = inner_splits(y, inner_folds, inner_cv, seed)
-    # Calibrators that can warm-start walk the grid with one model per inner fold, each
-    # fit starting from the previous grid point's solution (the same optimum, fewer steps).
-    warm = "warm_start" in calibrator.run_input_keys("warm_start")  # not a step's
     prefix = _prefix_key(calibrator, grid)
     # Calibrators that train a whole grid as one batch (the Keras-style layers) fit every
     # point of an inner fold at once; the choice and the kept models are as one by one.
