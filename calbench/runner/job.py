@@ -16,6 +16,7 @@ from calbench.runner.locks import cell_lock
 from calbench.runner.plan import CellPlan
 from calbench.runner.predictions import check_storage
 from calbench.runner.progress import running
+from calbench.runner.selection import edge_choices
 from calbench.runner.store import ResultStore
 from calbench.yaml_text import dump_yaml
 
@@ -93,8 +94,38 @@ def run_job(plan: CellPlan) -> str:
             f"dominate the log-loss; tables mark this cell with {REFUTED_MARK}. "
             + bound_hint(plan.template, bounded_variant(plan.spec.method))
         )
+    edge_note = grid_edge_note(plan.grid, rows, plan.protocol.widen_edges)
+    if edge_note:
+        print(edge_note)
     print(f"rows: {path}")
     return cell_hash
+
+
+def grid_edge_note(grid: dict, rows, widened: int = 0) -> str:
+    """A note where inner CV chose a numeric grid key at the same edge of its values on
+    most folds: the grid may stop short of the best value (empty otherwise, and where the
+    protocol widened the grid: its choices then lie beyond the grid as given)."""
+    import json
+
+    folds = dict(zip(rows["fold"].tolist(), rows["params"].tolist(), strict=True))
+    chosen = [json.loads(p) for p in folds.values() if isinstance(p, str) and p.startswith("{")]
+    if not chosen or not grid or widened:
+        return ""
+    sides: dict[tuple, int] = {}
+    for params in chosen:
+        for key, side in edge_choices(grid, params).items():
+            sides[(key, side, params[key])] = sides.get((key, side, params[key]), 0) + 1
+    at_edge = [(k, s, v, n) for (k, s, v), n in sides.items() if n > len(chosen) / 2]
+    if not at_edge:
+        return ""
+    said = "; ".join(
+        f"{k} at the {s} value of its grid ({v:g}) on {n} of {len(chosen)} fold(s)"
+        for k, s, v, n in at_edge
+    )
+    return (
+        f"note: inner CV chose {said}; the grid may stop short of the best value: "
+        "+protocol.widen_edges=2 searches beyond it."
+    )
 
 
 def summarise(rows) -> tuple[dict[str, list[float]], int]:

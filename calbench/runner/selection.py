@@ -180,26 +180,41 @@ def select_and_fit(
     return clone(calibrator).set_params(**params).fit(logits, y), params
 
 
+def _numeric_values(values) -> list | None:
+    """The grid values as numbers, where all are positive numbers and there are two or more."""
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numbers) < 2 or len(numbers) != len(values) or min(numbers) <= 0:
+        return None
+    return sorted(numbers)
+
+
+def edge_choices(grid: dict, chosen: dict) -> dict[str, str]:
+    """Key -> "largest" or "smallest" for each numeric key of ``grid`` whose ``chosen``
+    value lies at that edge of its values."""
+    out = {}
+    for key, values in (grid or {}).items():
+        ordered = _numeric_values(values)
+        if ordered is None or key not in chosen:
+            continue
+        if chosen[key] == ordered[-1]:
+            out[key] = "largest"
+        elif chosen[key] == ordered[0]:
+            out[key] = "smallest"
+    return out
+
+
 def edge_points(grid: dict, chosen: dict) -> list[dict]:
     """The points `select_and_fit`'s ``widen_edges`` adds where ``chosen`` lies at an edge
     of ``grid``: for each numeric key with two or more positive values whose chosen value is
     the largest (smallest), the next value of the grid's spacing beyond it (its ratio of
     the last two values), with every value of the other keys; none where it is inside."""
     extra = []
-    for key, values in grid.items():
-        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        if len(numbers) < 2 or len(numbers) != len(values) or min(numbers) <= 0:
-            continue
-        ordered = sorted(numbers)
-        if chosen.get(key) == ordered[-1]:
-            step = ordered[-1] / ordered[-2]
-        elif chosen.get(key) == ordered[0]:
-            step = ordered[0] / ordered[1]
-        else:
-            continue
+    for key, side in edge_choices(grid, chosen).items():
+        ordered = _numeric_values(grid[key])
+        step = ordered[-1] / ordered[-2] if side == "largest" else ordered[0] / ordered[1]
         beyond = chosen[key] * step
-        beyond = int(round(beyond)) if all(isinstance(v, int) for v in numbers) else float(beyond)
-        if beyond in numbers or beyond <= 0:
+        beyond = int(round(beyond)) if all(isinstance(v, int) for v in ordered) else float(beyond)
+        if beyond in ordered:
             continue
         others = {k: v for k, v in grid.items() if k != key}
         extra += [{**p, key: beyond} for p in ParameterGrid({**others, key: [beyond]})]

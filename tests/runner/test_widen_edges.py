@@ -64,3 +64,31 @@ def test_widen_edges_is_a_protocol_option_checked_once():
     assert Protocol.of({**base, "widen_edges": 2}).widen_edges == 2
     with pytest.raises(ValueError, match="'widen_edges' parameter of protocol holdout"):
         Protocol.of({**base, "widen_edges": -1})
+
+
+def test_a_choice_at_the_edge_on_most_folds_gets_a_note():
+    import json
+
+    import pandas as pd
+
+    from calbench.runner.job import grid_edge_note
+
+    grid = {"reg_lambda": [0.1, 1.0, 10.0], "reg_mu": [1.0, 3.0, 10.0]}
+
+    def rows(*chosen):
+        return pd.DataFrame({"fold": range(len(chosen)), "params": [json.dumps(c) for c in chosen]})
+
+    note = grid_edge_note(
+        grid,
+        rows(
+            {"reg_lambda": 10.0, "reg_mu": 1.0},
+            {"reg_lambda": 10.0, "reg_mu": 3.0},
+            {"reg_lambda": 1.0, "reg_mu": 10.0},
+        ),
+    )
+    assert "reg_lambda at the largest value of its grid (10) on 2 of 3 fold(s)" in note
+    assert "reg_mu" not in note  # at an edge on one fold of three each: no pattern
+    assert "widen_edges" in note
+    inside = rows({"reg_lambda": 1.0, "reg_mu": 1.0}, {"reg_lambda": 1.0, "reg_mu": 10.0})
+    assert grid_edge_note({"reg_lambda": grid["reg_lambda"]}, inside) == ""
+    assert grid_edge_note(grid, rows({"reg_lambda": 10.0}), widened=2) == ""
