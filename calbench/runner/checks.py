@@ -39,7 +39,8 @@ def check_experiment_choice(choice) -> None:
     if choice is not None and choice not in presets():
         raise CalbenchError(
             f"experiment={choice} names no preset{nearest(choice, presets())}; "
-            f"the presets are: {', '.join(presets())}."
+            f"the presets are: {', '.join(presets())}. To name your own runs, use "
+            f"experiment_name={choice}."
         )
 
 

@@ -319,3 +319,16 @@ def test_data_has_tells_scripts_whether_to_fall_back_to_a_stand_in(tmp_path):
     assert (
         calbench("data", "has", "synthetic_ham10000", "--data-dir", str(tmp_path)).returncode == 0
     )
+
+
+def test_your_own_runs_are_named_with_experiment_name(tmp_path):
+    """``experiment_name=my_study`` names the stored rows and the tables; a preset's name or
+    a name a file cannot carry is refused, and ``experiment=`` of no preset says to use it."""
+    out = calbench("run", "experiment_name=my_study", SMALL, f"results_dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    assert set(stored(tmp_path)["experiment"]) == {"my_study"}
+    assert "my_study | synthetic_dirichlet | ts" in out.stdout
+    wrong = calbench("run", "experiment=my_study", f"results_dir={tmp_path}")
+    assert wrong.returncode != 0 and "use experiment_name=my_study" in wrong.stderr
+    preset = calbench("run", "experiment_name=valk_real", f"results_dir={tmp_path}")
+    assert preset.returncode != 0 and "is a preset's name" in preset.stderr
