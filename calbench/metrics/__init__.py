@@ -33,7 +33,7 @@ from calbench.metrics.decomposition import (
     brier_within_bins,
 )
 from calbench.metrics.kde import kde_ece
-from calbench.metrics.ks import ks_error
+from calbench.metrics.ks import ks_error, kuiper_error
 from calbench.metrics.refinement import (
     calibration_brier,
     calibration_log_loss,
@@ -69,6 +69,7 @@ METRICS = {
     "classwise_ece": MetricSpec(classwise_ece),
     "mce": MetricSpec(mce),
     "ks_error": MetricSpec(ks_error),
+    "kuiper_error": MetricSpec(kuiper_error),
     "smooth_ece": MetricSpec(smooth_ece),
     # Berta et al.'s calibration-refinement split (calibration + refinement = the loss).
     "calibration_log_loss": MetricSpec(calibration_log_loss),
@@ -182,6 +183,7 @@ __all__ = [
     "evaluate",
     "kde_ece",
     "ks_error",
+    "kuiper_error",
     "log_loss",
     "mce",
     "model_risk",

@@ -82,3 +82,39 @@ def ks_error(probs, y, mode="top", r=1) -> float:
     scores, outcomes = ks_scores(probs, y, mode, r)
     _, cum_score, cum_outcome = cumulative_curves(scores, outcomes)
     return float(np.abs(cum_score - cum_outcome).max())
+
+
+def kuiper_error(probs, y, mode=None, r=1) -> float:
+    r"""Kuiper's calibration error (CalArena's binary metric, probmetrics'
+    ``KuiperCalibrationMetric``): on the same cumulative curves as `ks_error`, the largest
+    gap of the outcome curve above the score curve plus the largest below,
+
+    .. math::
+
+        \max(0, \max_i (h_i - \tilde h_i)) - \min(0, \min_i (h_i - \tilde h_i)),
+
+    so that miscalibration in both directions adds up instead of the larger one alone.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, n_classes)
+        Predicted probabilities, rows on the simplex.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0 .. n_classes - 1``.
+    mode : {None, "top", "within_top", "class"}
+        As `ks_error`; None: class 1's probability for two classes (CalArena's), the top
+        label's otherwise.
+    r : int
+        As `ks_error`.
+
+    Returns
+    -------
+    float
+        In [0, 1]; lower is better.
+    """
+    if mode is None:
+        mode = "class" if np.shape(probs)[1:] == (2,) else "top"
+    scores, outcomes = ks_scores(probs, y, mode, r)
+    _, cum_score, cum_outcome = cumulative_curves(scores, outcomes)
+    gap = cum_outcome - cum_score
+    return float(max(gap.max(), 0.0) - min(gap.min(), 0.0))

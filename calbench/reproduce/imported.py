@@ -36,7 +36,7 @@ METRICS = {
     "logloss": "log_loss",
     "ece-15": "confidence_ece",
     "accuracy": "accuracy",
-    "kuiper": "kuiper",
+    "kuiper": "kuiper_error",
 }
 TASK_COLUMNS = ("dataset", "model", "cal_size", "test_size")
 #: Where the experiment names come from.

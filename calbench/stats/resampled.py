@@ -226,6 +226,7 @@ RECOMPUTED = (
     "confidence_ece_p_value",
     "confidence_ece_sweep",
     "kde_ece",
+    "kuiper_error",
     "refinement_brier",
     "refinement_log_loss",
     "smooth_ece",

@@ -65,3 +65,31 @@ def test_equal_scores_run_in_gupta_codes_numpy1_order():
     stable = np.argsort(confidence, kind="stable")
     in_sample_order = np.abs(np.cumsum(confidence[stable]) - np.cumsum(correct[stable])).max()
     assert abs(in_sample_order / 3000 - gupta) > 1e-4  # the order inside the runs matters
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kuiper_error_equals_probmetrics_on_binary_scores(seed):
+    """Against probmetrics' KuiperCalibrationMetric (CalArena's binary metric), on scores
+    without ties (inside a run of ties the curves depend on its order)."""
+    import torch
+    from probmetrics.metrics import KuiperCalibrationMetric
+
+    rng = np.random.default_rng(seed)
+    p1 = rng.uniform(0.01, 0.99, 3000)
+    y = (rng.random(3000) < np.clip(p1 + 0.1 * np.sin(6 * p1), 0, 1)).astype(int)
+    probs = np.column_stack([1 - p1, p1])
+    reference = KuiperCalibrationMetric().compute_from_labels_probs(
+        torch.as_tensor(y), torch.as_tensor(probs, dtype=torch.float64)
+    )
+    assert metrics.kuiper_error(probs, y) == pytest.approx(float(reference), abs=1e-6)
+
+
+def test_kuiper_error_adds_the_gaps_in_both_directions():
+    """Hand-worked: scores 0.2, 0.4, 0.6, 0.8 (one per row, sorted) with outcomes 1, 0, 0, 1:
+    outcome minus score cumulated over 4 rows is 0.2, 0.1, -0.05, 0.0; the largest gap above
+    0.2, below 0.05: Kuiper 0.25, where KS takes the larger alone (0.2)."""
+    p1 = np.array([0.2, 0.4, 0.6, 0.8])
+    probs = np.column_stack([1 - p1, p1])
+    y = np.array([1, 0, 0, 1])
+    assert metrics.kuiper_error(probs, y) == pytest.approx(0.25)
+    assert metrics.ks_error(probs, y, mode="class", r=1) == pytest.approx(0.2)
