@@ -31,6 +31,7 @@ from calbench.calibrators.calarena import (
     PriorFallbackBinning,
 )
 from calbench.calibrators.composition import Composition
+from calbench.calibrators.logit_scaling import LogitScaling
 from calbench.calibrators.decision_calibration import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.hoki import HokiCalibrator
@@ -95,6 +96,10 @@ LIBRARY_CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "catboost": (BoostedCalibrator, {"library": "catboost"}),
     "spline_lucena": (LucenaSpline, {}),
     "bbq": (NetcalBBQ, {}),
+    # CalArena's binary logistic maps (one-vs-rest beyond two classes).
+    "platt_logits": (LogitScaling, {"features": "affine"}),
+    "platt_probs": (LogitScaling, {"features": "affine_probability"}),
+    "quadratic": (LogitScaling, {"features": "quadratic"}),
 }
 
 

@@ -1,0 +1,157 @@
+r"""Logistic maps of one class's score: Platt scaling on the logit or on the probability, and
+quadratic scaling (CalArena's binary track: ``Platt-logits``, ``Platt-probs``, ``Quadratic``).
+
+For two classes the score is class 1's: its logit :math:`s = \ln p_1 - \ln p_0` (the logit
+difference :math:`z_1 - z_0`) or its probability :math:`p_1`, and
+
+.. math::
+
+    \hat p_1 = \sigma(\theta^\top \phi(s)), \qquad
+    \phi(s) = (1, s) \text{ (affine)}, \ (1, s, s^2) \text{ (quadratic)},
+
+fitted by maximum likelihood (Newton's method: two or three parameters), as probmetrics'
+``BinaryLogisticCalibrator`` fits it with scikit-learn's unpenalised ``LogisticRegression``.
+Platt on the probability (scikit-learn's ``CalibratedClassifierCV(method="sigmoid")`` on a
+prefit model's probabilities, CalArena's ``Platt-probs``) uses :math:`\phi(p_1) = (1, p_1)` and
+Platt's (1999) targets :math:`(N_+ + 1) / (N_+ + 2)` and :math:`1 / (N_- + 2)` in place of 1
+and 0. With more classes each class's map is fitted one-vs-rest on its own logit
+:math:`\ln p_c - \ln(1 - p_c)` (or probability) and the rows renormalised, as CalArena applies
+its binary methods to multiclass tasks.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy.special import expit, log_expit
+from sklearn.exceptions import ConvergenceWarning
+
+from calbench.calibrators.base import Calibrator
+from calbench.calibrators.constraints import Choice
+from calbench.simplex import log_softmax
+
+FEATURES = ("affine", "quadratic", "affine_probability")
+
+
+def fit_logistic(features, targets, max_iter=100, tol=1e-12):
+    """(theta, iterations, converged): the maximum-likelihood logistic weights of
+    ``features`` (n, d) for ``targets`` in [0, 1], by Newton's method with a backtracking
+    line search, from 0."""
+    n, d = features.shape
+    theta = np.zeros(d)
+
+    def loss(t):
+        eta = features @ t
+        return -(targets * log_expit(eta) + (1 - targets) * log_expit(-eta)).mean()
+
+    value = loss(theta)
+    for iteration in range(1, max_iter + 1):
+        p = expit(features @ theta)
+        grad = features.T @ (p - targets) / n
+        hessian = (features * (p * (1 - p))[:, None]).T @ features / n
+        try:
+            step = np.linalg.solve(hessian + 1e-12 * np.eye(d), grad)
+        except np.linalg.LinAlgError:
+            step = grad
+        size = 1.0
+        while size > 1e-10:
+            candidate = theta - size * step
+            new = loss(candidate)
+            if new <= value:
+                break
+            size /= 2
+        else:
+            return theta, iteration, True  # no decrease at float64 precision: the minimum
+        theta, decrease, value = candidate, value - new, new
+        if np.abs(grad).max() < tol or decrease <= tol * 1e-3 * max(abs(value), 1.0):
+            return theta, iteration, True
+    return theta, max_iter, False
+
+
+class LogitScaling(Calibrator):
+    """Platt or quadratic scaling of each class's score (module docstring): ``features``
+    ``"affine"`` (Platt on the logit), ``"quadratic"`` or ``"affine_probability"`` (Platt on
+    the probability, with Platt's targets); ``coef_`` holds each map's weights.
+
+    Parameters
+    ----------
+    features : {"affine", "quadratic", "affine_probability"}
+        The map's features of the score.
+    max_iter : int
+        The most Newton steps of each map.
+
+    Examples
+    --------
+    >>> from calbench.calibrators import make_calibrator
+    >>> import numpy as np
+    >>> z = np.array([[0.0, 2.0], [0.0, -1.0], [0.0, 3.0], [0.0, 0.5]])
+    >>> make_calibrator("platt_logits").fit(z, [1, 0, 0, 1]).predict_proba(z).shape
+    (4, 2)
+    """
+
+    _parameter_constraints = {"features": Choice(*FEATURES)}
+    # A quadratic's tails can reach exactly 0 or 1 in float64.
+    _certainty = "possible"
+
+    def __init__(self, features="affine", max_iter=100):
+        self.features = features
+        self.max_iter = max_iter
+
+    def _columns(self, k: int) -> list[int]:
+        """The classes with maps of their own: class 1 alone for two classes."""
+        return [1] if k == 2 else list(range(k))
+
+    def _score(self, logits, c):
+        logp = log_softmax(logits)
+        if self.features == "affine_probability":
+            return np.exp(logp[:, c])
+        if logits.shape[1] == 2:
+            return logp[:, 1] - logp[:, 0]
+        rest = np.log(-np.expm1(np.minimum(logp[:, c], -1e-300)))  # ln(1 - p_c)
+        return logp[:, c] - rest
+
+    def _design(self, s):
+        ones = np.ones_like(s)
+        if self.features == "quadratic":
+            return np.column_stack([ones, s, s * s])
+        return np.column_stack([ones, s])
+
+    def _fit(self, logits, y):
+        k = logits.shape[1]
+        self.coef_ = []
+        for c in self._columns(k):
+            outcome = (np.asarray(y) == c).astype(np.float64)
+            targets = outcome
+            if self.features == "affine_probability":
+                positives = outcome.sum()
+                negatives = len(outcome) - positives
+                targets = np.where(
+                    outcome == 1, (positives + 1) / (positives + 2), 1 / (negatives + 2)
+                )
+            theta, _, converged = fit_logistic(
+                self._design(self._score(logits, c)), targets, self.max_iter
+            )
+            if not converged:
+                warnings.warn(
+                    f"LogitScaling({self.features}): Newton's method did not converge in "
+                    f"{self.max_iter} steps for class {c} (separable scores?).",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
+            self.coef_.append(theta)
+        self.coef_ = np.array(self.coef_)
+
+    def _predict_proba(self, logits):
+        k = logits.shape[1]
+        columns = self._columns(k)
+        out = np.column_stack(
+            [
+                expit(self._design(self._score(logits, c)) @ t)
+                for c, t in zip(columns, self.coef_, strict=True)
+            ]
+        )
+        if k == 2:
+            return np.column_stack([1 - out[:, 0], out[:, 0]])
+        sums = out.sum(axis=1, keepdims=True)
+        return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), 1.0 / k)
