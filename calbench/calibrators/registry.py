@@ -31,10 +31,10 @@ from calbench.calibrators.calarena import (
     PriorFallbackBinning,
 )
 from calbench.calibrators.composition import Composition
-from calbench.calibrators.logit_scaling import LogitScaling
 from calbench.calibrators.decision_calibration import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.hoki import HokiCalibrator
+from calbench.calibrators.logit_scaling import LogitScaling
 from calbench.calibrators.matrix import DirichletCalibrator, MatrixScaling
 from calbench.calibrators.mix_n_match import (
     EnsembleTemperatureScaling,

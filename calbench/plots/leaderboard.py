@@ -7,7 +7,11 @@ import numpy as np
 
 from calbench.plots.cd_diagram import cd_figure
 from calbench.plots.output import plt, save_figure
-from calbench.tables.leaderboard import Leaderboard
+from calbench.tables.leaderboard import Leaderboard, few_blocks_caveat
+
+#: Fewer ranked tasks than this and no CD diagram is drawn (with 2 tasks and 10 methods the
+#: critical difference is 9.6 ranks: a diagram that can separate nothing).
+MIN_CD_TASKS = 5
 
 
 def win_rate_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
@@ -23,17 +27,22 @@ def win_rate_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of the other methods beaten on a task, mean over tasks")
     ax.legend(loc="lower right", fontsize=8)
+    caveat = few_blocks_caveat(board)
     ax.set_title(
         f"{board.experiment}: win rates on {board.metric} over {len(board.values)} tasks\n"
-        f"whiskers: 95% block-bootstrap interval; dark: wins the paired test confirms",
+        f"whiskers: 95% block-bootstrap interval; dark: wins the paired test confirms"
+        + (f"\n{caveat.split(':')[0]}: intervals not to be trusted" if caveat else ""),
         fontsize=9,
+        color="black" if not caveat else "#a50f15",
     )
     return save_figure(fig, out_dir, f"{board.experiment}_{board.metric}_winrate", formats)
 
 
 def leaderboard_cd_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
-    """The CD diagram of the leaderboard's ranked tasks (none for fewer than 2 tasks or 3
-    methods)."""
+    """The CD diagram of the leaderboard's ranked tasks (none for fewer than
+    `MIN_CD_TASKS` tasks, where the Friedman test has no power, or 3 methods)."""
+    if len(board.values) < MIN_CD_TASKS:
+        return []
     return cd_figure(
         board.values,
         board.higher_is_better,

@@ -245,6 +245,22 @@ def _blocks_needed(n: float) -> str:
     return "never (tied)" if np.isinf(n) else f"{int(np.ceil(n)):,}"
 
 
+#: Fewer blocks than this and a bootstrap over blocks cannot be trusted: with 1 block every
+#: resample is the same, with 2 to 4 only a handful of distinct resamples exist.
+MIN_BLOCKS = 5
+
+
+def few_blocks_caveat(board: Leaderboard) -> str:
+    """The warning a leaderboard over fewer than `MIN_BLOCKS` blocks carries ("" otherwise)."""
+    n = len(set(board.blocks))
+    if n >= MIN_BLOCKS:
+        return ""
+    return (
+        f"Only {n} block(s) of tasks: the intervals cannot be trusted (a bootstrap over "
+        f"fewer than {MIN_BLOCKS} data sets has a handful of distinct resamples at most)."
+    )
+
+
 def caption(board: Leaderboard) -> str:
     direction = "higher" if board.higher_is_better else "lower"
     text = (
@@ -257,6 +273,8 @@ def caption(board: Leaderboard) -> str:
         "sets it takes for the interval of the win-rate gap to the leader to exclude 0 at "
         "the gap observed (the interval narrows as 1 / sqrt(data sets))."
     )
+    if few_blocks_caveat(board):
+        text += " " + few_blocks_caveat(board)
     if board.paired:
         text += (
             " Clear wins count only wins the paired bootstrap of the two methods' difference "

@@ -33,3 +33,22 @@ def test_blocks_needed_follow_the_square_root_law():
     assert far[1] == pytest.approx(needed[1] / 4, rel=1e-4)
     tied = blocks_to_tell_apart(np.array([0.6, 0.6]), draws, 20, leader=0)
     assert np.isinf(tied[1])
+
+
+def test_a_leaderboard_over_few_data_sets_says_its_intervals_cannot_be_trusted(tmp_path):
+    """Two data sets: the caption carries the caveat; under 5 tasks no CD diagram is drawn
+    (its critical difference could separate nothing), from 5 it is."""
+    from calbench.plots.leaderboard import leaderboard_cd_figure
+    from calbench.reproduce.imported import import_calarena
+    from calbench.tables.leaderboard import caption, leaderboard
+    from tests.reproduce.test_imported import write_calarena
+
+    write_calarena(tmp_path / "source")
+    import_calarena(tmp_path / "source", tmp_path / "results")
+    board = leaderboard(tmp_path / "results", "calarena_tabrepo_multiclass", "brier")
+    assert "Only 2 block(s) of tasks: the intervals cannot be trusted" in caption(board)
+    assert len(leaderboard_cd_figure(board, tmp_path / "figures")) == 1
+    four = leaderboard(
+        tmp_path / "results", "calarena_tabrepo_multiclass", "brier", tasks=board.values.index[:4]
+    )
+    assert leaderboard_cd_figure(four, tmp_path / "four") == []
