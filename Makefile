@@ -101,6 +101,7 @@ bench:
 	    --reg-lambda auto --reg-mu auto --no-peer --stem dirichlet_imagenet --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_defaults.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_odir_grid.py --data-dir $(DATA) --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_many_classes.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
 	$(PYTHON) -m benchmarks.bench_calarena --out $(RESULTS)/bench

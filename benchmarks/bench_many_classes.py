@@ -1,0 +1,115 @@
+"""The structured maps at 1,000 and 10,000 classes on 25,000 rows: each fit's time and peak
+memory, calbench against probmetrics (CalArena's implementations) on the same data.
+
+    python benchmarks/bench_many_classes.py [--classes 1000,10000] [--methods vs,svs,...]
+
+Each fit runs in a child process of its own, so its peak resident memory is its own
+(``ru_maxrss`` of the child, data included: 25,000 x 10,000 float64 logits are 2 GB). The
+data are the seeded over-confident logits of the other benches, 25,000 calibration rows and
+5,000 test rows. A fit that calbench refuses (a full k x k map beyond
+``MATRIX_MAX_CLASSES``) or that runs past ``--timeout`` is recorded as such. Writes
+<out>/many_classes.csv and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._data import write_results  # noqa: E402
+
+#: calbench method -> probmetrics' calibrator for the same map (None: no peer).
+PEERS = {
+    "ts": "TemperatureScalingCalibrator()",
+    "vs": "VectorScalingCalibrator()",
+    "svs": "SVSCalibrator()",
+    "sms": "SMSCalibrator()",
+    "ets": "ETSCalibrator()",
+    "ms_odir": None,
+    "dir_odir": None,
+}
+
+CHILD = r"""
+import json, resource, sys, time, warnings
+import numpy as np
+sys.path.insert(0, {root!r})
+from calbench.data.synthetic import sample_labels
+from calbench.simplex import softmax
+from calbench.metrics import log_loss
+warnings.simplefilter("ignore")
+n_cal, n_test, k = 25000, 5000, {k}
+rng = np.random.default_rng(0)
+u = rng.normal(size=(n_cal + n_test, k))
+u[np.arange(n_cal + n_test), rng.integers(0, k, n_cal + n_test)] += np.log(k) + 1.5
+y = sample_labels(softmax(u), rng)
+z = 2.5 * u + rng.normal(scale=0.5, size=k)
+zc, yc, zt, yt = z[:n_cal], y[:n_cal], z[n_cal:], y[n_cal:]
+del u
+out = {{}}
+import torch  # imports before the clock starts: a fit's time is the fit's
+if {peer!r}:
+    from probmetrics.calibrators import *  # noqa: F403
+from calbench.calibrators import make_calibrator
+start = time.perf_counter()
+if {peer!r}:
+    model = {peer}
+    model.fit(softmax(zc).astype(np.float32), yc)
+    out["seconds"] = time.perf_counter() - start
+    probs = np.asarray(model.predict_proba(softmax(zt).astype(np.float32)), dtype=np.float64)
+else:
+    model = make_calibrator({method!r}).fit(zc, yc)
+    out["seconds"] = time.perf_counter() - start
+    probs = model.predict_proba(zt)
+out["test_log_loss"] = log_loss(probs / probs.sum(axis=1, keepdims=True), yt)
+out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def run_child(method: str, k: int, peer: str | None, timeout: float) -> dict:
+    code = CHILD.format(
+        root=str(Path(__file__).resolve().parents[1]), k=k, peer=peer, method=method
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"status": f"over {timeout:.0f} s"}
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        return {"status": last[:160]}
+    return {"status": "ok", **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--classes", default="1000,10000")
+    parser.add_argument("--methods", default=",".join(PEERS))
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--out", default="results/bench")
+    args = parser.parse_args()
+    records = []
+    for k in (int(c) for c in args.classes.split(",")):
+        for method in args.methods.split(","):
+            ours = run_child(method, k, None, args.timeout)
+            row = {"classes": k, "method": method, **{f"calbench_{a}": b for a, b in ours.items()}}
+            peer = PEERS.get(method)
+            if peer and not args.no_peer:
+                theirs = run_child(method, k, peer, args.timeout)
+                row.update({f"probmetrics_{a}": b for a, b in theirs.items()})
+                if "seconds" in ours and "seconds" in theirs:
+                    row["speedup"] = theirs["seconds"] / ours["seconds"]
+            records.append(row)
+            print(row, flush=True)
+    print(write_results(records, args.out, "many_classes", "Maps at 1,000 and 10,000 classes"))
+
+
+if __name__ == "__main__":
+    main()
