@@ -6,6 +6,7 @@ scikit-learn's log-loss) on the data calbench's run uses, so an "equal" row is t
 calibrator, config, published CSV and Hydra search path all found and used as written.
 """
 
+import inspect
 import os
 import subprocess
 import sys
@@ -17,30 +18,19 @@ from scipy.special import softmax
 from sklearn.metrics import log_loss
 
 from calbench.data import load_dataset
+from tests.runner.test_widen_edges import FixedTemperature
 
 TEMPERATURE = 1.7
 
-PACK_INIT = '''
-"""A toy paper: softmax(z / T) at a fixed temperature."""
-from calbench.calibrators import Calibrator
-from calbench.simplex import softmax
-
-
-class FixedTemperature(Calibrator):
-    """``softmax(logits / temperature)``, nothing fitted."""
-
-    def __init__(self, temperature=1.0):
-        self.temperature = temperature
-
-    def _fit(self, logits, y):
-        pass
-
-    def _predict_proba(self, logits):
-        return softmax(logits / self.temperature)
-
-
-CALIBRATORS = {"toy_fixed_temperature": (FixedTemperature, {})}
-'''
+#: The toy pack's Python: one calibrator class (the one grid widening is tested with) and
+#: its registration.
+PACK_INIT = (
+    '"""A toy paper: softmax(z / T) at a fixed temperature."""\n'
+    "from calbench.calibrators import Calibrator\n"
+    "from calbench.simplex import softmax\n\n\n"
+    + inspect.getsource(FixedTemperature)
+    + '\n\nCALIBRATORS = {"toy_fixed_temperature": (FixedTemperature, {})}\n'
+)
 
 
 def write_toy_pack(root, value: str):
