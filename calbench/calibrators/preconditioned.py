@@ -102,7 +102,10 @@ def fit_multinomial(
     """Minimise ``mean -ln softmax(offset + [x | 1] A^T)[y] + sum(ridge * (A - center)^2)
     (+ the row-sum pull, `calbench.calibrators.newton.row_pull_terms`)`` over ``A`` of
     shape (k, k + 1) by L-BFGS from ``a0``, in `RowPreconditioner`'s coordinates at
-    ``a0``. ``x``: float64 features (n, k); ``offset``: fixed logits added (SMS's ``x``).
+    ``a0``, rebuilt every `REFRESH_STEPS` steps at the point reached. ``x``: float64
+    features (n, k); ``offset``: fixed logits added (SMS's ``x``). It stops where the
+    objective's largest gradient entry in the weights is at most ``tol``, or a round of
+    steps lowers it by less than ``tol * 1e-6`` relative, or at ``max_iter`` steps.
 
     The objective runs in torch on all its threads, with BLAS held to one for scipy's
     own vector work: both libraries' thread pools on the same cores spin against each
@@ -119,11 +122,11 @@ def fit_multinomial(
         offset_t = None if offset is None else torch.from_numpy(np.ascontiguousarray(offset))
         rows = torch.arange(n)
 
-        def in_weights(a):
+        def in_weights(a, keep_probs=False):
             at = torch.from_numpy(a).T
             logits = torch.mm(xt_t, at) if offset_t is None else torch.addmm(offset_t, xt_t, at)
             value, probs = torch_softmax_log_loss(logits, y_t)
-            probs_np = probs.numpy().copy()
+            probs_np = probs.numpy().copy() if keep_probs else None  # for the preconditioner
             probs[rows, y_t] -= 1.0
             gap = a - center
             grad = (probs.T @ xt_t).numpy() / n + 2 * ridge * gap
@@ -135,7 +138,7 @@ def fit_multinomial(
             return value, grad, probs_np
 
         a, steps = np.asarray(a0, dtype=np.float64), 0
-        value, grad, probs = in_weights(a)
+        value, grad, probs = in_weights(a, keep_probs=True)
         while True:
             # The preconditioner models the Hessian where it is built; as a weakly
             # penalised map's probabilities saturate the Hessian moves, so it is rebuilt
@@ -158,7 +161,7 @@ def fit_multinomial(
             )
             a, steps = coordinates.weights(result.x.reshape(k, k + 1)), steps + int(result.nit)
             before = value
-            value, grad, probs = in_weights(a)
+            value, grad, probs = in_weights(a, keep_probs=True)
             settled = np.abs(grad).max() <= tol or before - value <= tol * 1e-6 * abs(value)
             if steps >= max_iter or (result.status != 1 and settled):
                 break
