@@ -34,7 +34,7 @@ from calbench.calibrators.composition import Composition
 from calbench.calibrators.decision_calibration import DecisionCalibrator
 from calbench.calibrators.forest import RandomCalibrationForest
 from calbench.calibrators.hoki import HokiCalibrator
-from calbench.calibrators.logit_scaling import LogitScaling
+from calbench.calibrators.logit_scaling import LogitScaling, ScalingBinning
 from calbench.calibrators.matrix import DirichletCalibrator, MatrixScaling
 from calbench.calibrators.mix_n_match import (
     EnsembleTemperatureScaling,
@@ -100,6 +100,7 @@ LIBRARY_CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "platt_logits": (LogitScaling, {"features": "affine"}),
     "platt_probs": (LogitScaling, {"features": "affine_probability"}),
     "quadratic": (LogitScaling, {"features": "quadratic"}),
+    "scaling_binning": (ScalingBinning, {}),
 }
 
 

@@ -59,3 +59,19 @@ def test_more_classes_are_mapped_one_vs_rest_and_renormalised(rng):
     probs = model.predict_proba(z)
     assert model.coef_.shape == (4, 2)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0)
+
+
+def test_scaling_binning_equals_kumar_et_als_platt_binner(rng):
+    """Against their code (the uncertainty-calibration package's PlattBinnerCalibrator,
+    which CalArena's Scaling-Binning calls): the same ten values, the same bin of each test
+    point (their Platt is scikit-learn's L-BFGS at C = 1e10, ours Newton's exact fit)."""
+    from calibration import PlattBinnerCalibrator
+
+    probs, y = _binary(rng)
+    theirs = PlattBinnerCalibrator(num_calibration=None, num_bins=10)
+    theirs.train_calibration(probs[:, 1], y)
+    test, _ = _binary(np.random.default_rng(7), 2000)
+    ours = make_calibrator("scaling_binning").fit(np.log(probs), y)
+    predicted = ours.predict_proba(np.log(test))[:, 1]
+    np.testing.assert_allclose(predicted, theirs.calibrate(test[:, 1]), atol=1e-4)
+    assert len(np.unique(predicted)) <= 10
