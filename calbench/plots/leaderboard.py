@@ -30,7 +30,8 @@ def win_rate_figure(board: Leaderboard, out_dir, formats=("png",)) -> list:
     caveat = few_blocks_caveat(board)
     ax.set_title(
         f"{board.experiment}: win rates on {board.metric} over {len(board.values)} tasks\n"
-        f"whiskers: 95% block-bootstrap interval; dark: wins the paired test confirms"
+        "whiskers: 95% block-bootstrap interval"
+        + ("; dark: wins the paired test confirms" if board.paired else "")
         + (f"\n{caveat.split(':')[0]}: intervals not to be trusted" if caveat else ""),
         fontsize=9,
         color="black" if not caveat else "#a50f15",
