@@ -10,6 +10,7 @@ import functools
 from importlib import resources
 
 from calbench.errors import CalbenchError
+from calbench.packs import pack_files
 from calbench.yaml_text import load_yaml
 
 
@@ -18,8 +19,6 @@ def group_files(group: str) -> dict[str, object]:
     the library's (``calbench/conf``) and every paper pack's (`calbench.packs`), as Hydra's
     search path sees them, sorted by name; values are importlib resources or paths
     (``.read_text()``). An option name is one file: a pack that repeats one is an error."""
-    from calbench.packs import pack_files
-
     sources = [("calbench/conf", resources.files("calbench.conf").joinpath(group))]
     sources += [(f"paper pack {pack.name}", folder) for pack, folder in pack_files(f"conf/{group}")]
     files, owner = {}, {}

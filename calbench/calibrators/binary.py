@@ -64,10 +64,14 @@ class OneVsRestCalibrator(Calibrator):
         return combined, [int(b) for b in best]
 
     def _predict_proba(self, logits):
-        out = self._binary_outputs(self._scores(logits))
-        sums = out.sum(axis=1, keepdims=True)
-        uniform = np.full_like(out, 1.0 / out.shape[1])
-        return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), uniform)
+        return renormalised(self._binary_outputs(self._scores(logits)))
+
+
+def renormalised(out: np.ndarray) -> np.ndarray:
+    """One-vs-rest outputs (n, k) divided by their row sums; an all-zero row uniform."""
+    sums = out.sum(axis=1, keepdims=True)
+    uniform = np.full_like(out, 1.0 / out.shape[1])
+    return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), uniform)
 
 
 class HistogramBinning(PseudoCountBound, OneVsRestCalibrator):

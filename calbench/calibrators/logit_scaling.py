@@ -28,6 +28,7 @@ from scipy.special import expit, log_expit
 from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.binary import renormalised
 from calbench.calibrators.constraints import Choice
 from calbench.simplex import log_softmax
 
@@ -102,14 +103,16 @@ class LogitScaling(Calibrator):
         """The classes with maps of their own: class 1 alone for two classes."""
         return [1] if k == 2 else list(range(k))
 
-    def _score(self, logits, c):
+    def _scores(self, logits) -> np.ndarray:
+        """(n, maps): each map's score, from one log-softmax of ``logits``: class 1's logit
+        ``ln p_1 - ln p_0`` for two classes, each class's ``ln p_c - ln(1 - p_c)`` beyond,
+        or the probabilities themselves for Platt on the probability."""
         logp = log_softmax(logits)
         if self.features == "affine_probability":
-            return np.exp(logp[:, c])
+            return np.exp(logp[:, self._columns(logits.shape[1])])
         if logits.shape[1] == 2:
-            return logp[:, 1] - logp[:, 0]
-        rest = np.log(-np.expm1(np.minimum(logp[:, c], -1e-300)))  # ln(1 - p_c)
-        return logp[:, c] - rest
+            return (logp[:, 1] - logp[:, 0])[:, None]
+        return logp - np.log(-np.expm1(np.minimum(logp, -1e-300)))  # ln(1 - p_c)
 
     def _design(self, s):
         ones = np.ones_like(s)
@@ -118,9 +121,9 @@ class LogitScaling(Calibrator):
         return np.column_stack([ones, s])
 
     def _fit(self, logits, y):
-        k = logits.shape[1]
+        scores = self._scores(logits)
         self.coef_ = []
-        for c in self._columns(k):
+        for c, s in zip(self._columns(logits.shape[1]), scores.T, strict=True):
             outcome = (np.asarray(y) == c).astype(np.float64)
             targets = outcome
             if self.features == "affine_probability":
@@ -129,9 +132,7 @@ class LogitScaling(Calibrator):
                 targets = np.where(
                     outcome == 1, (positives + 1) / (positives + 2), 1 / (negatives + 2)
                 )
-            theta, _, converged = fit_logistic(
-                self._design(self._score(logits, c)), targets, self.max_iter
-            )
+            theta, _, converged = fit_logistic(self._design(s), targets, self.max_iter)
             if not converged:
                 warnings.warn(
                     f"LogitScaling({self.features}): Newton's method did not converge in "
@@ -142,19 +143,18 @@ class LogitScaling(Calibrator):
             self.coef_.append(theta)
         self.coef_ = np.array(self.coef_)
 
-    def _predict_proba(self, logits):
-        k = logits.shape[1]
-        columns = self._columns(k)
-        out = np.column_stack(
-            [
-                expit(self._design(self._score(logits, c)) @ t)
-                for c, t in zip(columns, self.coef_, strict=True)
-            ]
+    def _outputs(self, logits) -> np.ndarray:
+        """(n, maps): each map's calibrated probability of its class."""
+        scores = self._scores(logits)
+        return np.column_stack(
+            [expit(self._design(s) @ t) for s, t in zip(scores.T, self.coef_, strict=True)]
         )
-        if k == 2:
+
+    def _predict_proba(self, logits):
+        out = self._outputs(logits)
+        if logits.shape[1] == 2:
             return np.column_stack([1 - out[:, 0], out[:, 0]])
-        sums = out.sum(axis=1, keepdims=True)
-        return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), 1.0 / k)
+        return renormalised(out)
 
 
 def equal_mass_bins(scores: np.ndarray, n_bins: int) -> np.ndarray:
@@ -192,8 +192,7 @@ class ScalingBinning(LogitScaling):
     def _fit(self, logits, y):
         super()._fit(logits, y)
         self.bins_, self.bin_values_ = [], []
-        for c, theta in zip(self._columns(logits.shape[1]), self.coef_, strict=True):
-            scaled = expit(self._design(self._score(logits, c)) @ theta)
+        for scaled in LogitScaling._outputs(self, logits).T:
             edges = equal_mass_bins(scaled, self.n_bins)
             index = np.searchsorted(edges, scaled)
             sums = np.bincount(index, weights=scaled, minlength=len(edges))
@@ -202,18 +201,14 @@ class ScalingBinning(LogitScaling):
             self.bins_.append(edges)
             self.bin_values_.append(np.where(counts > 0, sums / np.maximum(counts, 1), middles))
 
-    def _predict_proba(self, logits):
-        k = logits.shape[1]
-        columns = self._columns(k)
-        out = np.column_stack(
+    def _outputs(self, logits):
+        """Each map's Platt output, replaced by its bin's value."""
+        scaled = LogitScaling._outputs(self, logits)
+        return np.column_stack(
             [
-                values[np.searchsorted(edges, expit(self._design(self._score(logits, c)) @ t))]
-                for c, t, edges, values in zip(
-                    columns, self.coef_, self.bins_, self.bin_values_, strict=True
+                values[np.searchsorted(edges, column)]
+                for column, edges, values in zip(
+                    scaled.T, self.bins_, self.bin_values_, strict=True
                 )
             ]
         )
-        if k == 2:
-            return np.column_stack([1 - out[:, 0], out[:, 0]])
-        sums = out.sum(axis=1, keepdims=True)
-        return np.where(sums > 0, out / np.where(sums > 0, sums, 1.0), 1.0 / k)

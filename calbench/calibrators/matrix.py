@@ -494,13 +494,7 @@ class MatrixScaling(ParametricCalibrator):
 
     def _fit_preconditioned(self, logits, x, y):
         k = logits.shape[1]
-        if self.warm_start and getattr(self, "n_iter_", None) is not None:
-            if np.shape(self.coef_) == (k, k):
-                start = {"coef_": self.coef_, "intercept_": self.intercept_}
-            else:
-                start = self._starting_params(logits, y)
-        else:
-            start = self._starting_params(logits, y)
+        start = self._start(logits, y)
         weights, center, row_pull = self._penalty_terms
         fit = fit_multinomial(
             np.asarray(x, dtype=np.float64),

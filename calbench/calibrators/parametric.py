@@ -119,19 +119,21 @@ class ParametricCalibrator(Calibrator):
     def _penalty(self, params: dict) -> tuple[float, dict]:
         return 0.0, {}
 
+    def _start(self, logits, y) -> dict:
+        """Where a fit begins: with ``warm_start``, the previous fit's parameters (e.g. the
+        neighbouring point of a grid: the objectives are convex, so only the number of
+        iterations changes) where their shapes still fit the data, else `_starting_params`."""
+        init = self._initial_params(logits.shape[1])
+        if self.warm_start and getattr(self, "n_iter_", None) is not None:
+            previous = {name: np.asarray(getattr(self, name)) for name in init}
+            if all(previous[n].shape == a.shape for n, a in init.items()):
+                return previous
+        return self._starting_params(logits, y)
+
     def _fit(self, logits, y):
         criterion = get_criterion(self.criterion)
         x = self._fitting_features(logits)
-        init = self._initial_params(logits.shape[1])
-        previous = None
-        if self.warm_start and getattr(self, "n_iter_", None) is not None:
-            # Start from the previous fit (e.g. the neighbouring point of a grid): the
-            # objectives are convex, so only the number of iterations changes.
-            previous = {name: np.asarray(getattr(self, name)) for name in init}
-        if previous and all(previous[n].shape == a.shape for n, a in init.items()):
-            init = previous
-        else:
-            init = self._starting_params(logits, y)
+        init = self._start(logits, y)
         shapes = {name: a.shape for name, a in init.items()}
         splits = np.cumsum([int(np.prod(s)) for s in shapes.values()])[:-1]
 

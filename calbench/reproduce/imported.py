@@ -21,13 +21,16 @@ The leaderboard adds CalArena's table of mean improvement over the uncalibrated 
 from __future__ import annotations
 
 import hashlib
+import io
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.runner.store import ResultStore
+from calbench.tables.groups import tasks_file
 from calbench.yaml_text import dump_yaml
 
 #: CalArena's metric suffixes -> calbench's metric names.
@@ -66,12 +69,13 @@ def _results_folder(source_dir) -> Path:
     return folder
 
 
-def read_result_file(path: Path) -> tuple[pd.DataFrame, str]:
-    """One CalArena result file as long rows (dataset, classifier, metric, value,
-    fit_seconds), and its SHA-256; a file without its method's columns is named."""
+def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """One CalArena result file, read once: its long rows (dataset, classifier, metric,
+    value, fit_seconds), its tasks' properties (sizes, classes) and its SHA-256; a file
+    without its method's columns is named."""
     data = path.read_bytes()
     method = path.stem
-    frame = pd.read_csv(path)
+    frame = pd.read_csv(io.BytesIO(data), dtype={"dataset": str, "model": str})
     missing = [c for c in TASK_COLUMNS if c not in frame]
     time_column = f"{method}_time"
     metrics = {m: name for m, name in METRICS.items() if f"{method}_{m}" in frame}
@@ -94,9 +98,14 @@ def read_result_file(path: Path) -> tuple[pd.DataFrame, str]:
         for suffix, name in metrics.items()
     ]
     rows = pd.concat(parts, ignore_index=True)
+    properties = frame[[c for c in (*TASK_COLUMNS, "n_classes") if c in frame]]
     # A value CalArena left empty (CDF-Spline's log-loss where a probability reached 0) is
     # no number: that task is left out of the method's rankings on that metric.
-    return rows[np.isfinite(rows["value"])], hashlib.sha256(data).hexdigest()
+    return (
+        rows[np.isfinite(rows["value"])],
+        properties.rename(columns={"model": "classifier"}),
+        hashlib.sha256(data).hexdigest(),
+    )
 
 
 def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tuple[int, int]]:
@@ -118,7 +127,7 @@ def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tupl
         experiment = experiment_name(collection.name)
         tasks, methods, properties = set(), 0, []
         for path in sorted(collection.glob("*.csv")):
-            rows, sha256 = read_result_file(path)
+            rows, task_sizes, sha256 = read_result_file(path)
             method = method_name(path.stem)
             cell_hash = hashlib.sha256(
                 f"calarena-published\0{collection.name}\0{path.stem}\0{sha256}".encode()
@@ -151,25 +160,16 @@ def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tupl
                 config_text=dump_yaml(config),
             )
             tasks |= set(zip(rows["dataset"], rows["classifier"], strict=True))
-            properties.append(_task_properties(path))
+            properties.append(task_sizes)
             methods += 1
         _write_task_properties(results_dir, experiment, properties)
         summary[experiment] = (len(tasks), methods)
     return summary
 
 
-def _task_properties(path: Path) -> pd.DataFrame:
-    frame = pd.read_csv(path, dtype={"dataset": str, "model": str})
-    columns = [c for c in (*TASK_COLUMNS, "n_classes") if c in frame]
-    return frame[columns].rename(columns={"model": "classifier"})
-
-
 def _write_task_properties(results_dir, experiment: str, parts: list[pd.DataFrame]) -> None:
     """``<results_dir>/tasks/<experiment>.csv``: each task's sizes and classes, which
     ``calbench leaderboard --by`` groups by (`calbench.tables.groups`)."""
-    from calbench.atomic import atomic_write_text
-    from calbench.tables.groups import tasks_file
-
     table = pd.concat(parts).drop_duplicates(["dataset", "classifier"])
     if "n_classes" not in table:
         table["n_classes"] = 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import re
 
 from calbench.conf_files import group_files, root_config
 from calbench.errors import CalbenchError, nearest
@@ -64,6 +65,24 @@ def check_run_config(spec: CellSpec) -> None:
         if "seed" in config:
             _check_seed(f"{group}.seed", config["seed"])
     check_dataset_name(spec.dataset.get("name"))
+    check_experiment_name(spec.run.get("experiment_name"))
+
+
+def check_experiment_name(name) -> None:
+    """``experiment_name``: a name a file and a table can carry (letters, digits, ``_``,
+    ``-``, ``.``), not a preset's (whose cells it would mix with)."""
+    if name is None:
+        return
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(name)):
+        raise CalbenchError(
+            f"experiment_name={name!r}: use letters, digits, '_', '-' and '.', starting with "
+            "a letter or digit (it names files and tables)."
+        )
+    if str(name) in presets():
+        raise CalbenchError(
+            f"experiment_name={name} is a preset's name; run the preset as experiment={name}, "
+            "or give your runs a name of their own."
+        )
 
 
 def check_dataset_name(name) -> None:

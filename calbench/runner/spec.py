@@ -55,33 +55,10 @@ class CellSpec:
         else:
             resolved = dict(cfg)
         cell = {key: resolved.pop(key) for key in CELL_KEYS}
-        own_name = resolved.pop("experiment_name", None)
-        if own_name is not None:
-            cell["experiment"] = check_experiment_name(own_name)
+        if resolved.get("experiment_name") is not None:  # checked by check_run_config
+            cell["experiment"] = str(resolved["experiment_name"])
         return cls(**cell, device=resolved.pop("device", "cpu") or "cpu", run=resolved)
 
     def groups(self) -> dict:
         """The `CELL_KEYS` groups as one dict (what a cell's hash is taken of)."""
         return copy.deepcopy({key: getattr(self, key) for key in CELL_KEYS})
-
-
-def check_experiment_name(name) -> str:
-    """``experiment_name``: a name a file and a table can carry (letters, digits, ``_``,
-    ``-``, ``.``), not a preset's (whose cells it would mix with)."""
-    import re
-
-    from calbench.conf_files import group_files
-    from calbench.errors import CalbenchError
-
-    text = str(name)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", text):
-        raise CalbenchError(
-            f"experiment_name={name!r}: use letters, digits, '_', '-' and '.', starting with "
-            "a letter or digit (it names files and tables)."
-        )
-    if text in group_files("experiment"):
-        raise CalbenchError(
-            f"experiment_name={text} is a preset's name; run the preset as experiment={text}, "
-            "or give your runs a name of their own."
-        )
-    return text

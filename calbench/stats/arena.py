@@ -100,8 +100,9 @@ def block_sums(per_task: np.ndarray, index: np.ndarray, n_blocks: int) -> np.nda
     return sums
 
 
-def bootstrap_win_rates(per_task: np.ndarray, counts: np.ndarray, index) -> np.ndarray:
-    """(n_resamples, k): each resample's total wins over its total tasks."""
+def bootstrap_means(per_task: np.ndarray, counts: np.ndarray, index) -> np.ndarray:
+    """(n_resamples, k): each resample's total over its total tasks (of per-task win
+    rates, the win rates' bootstrap; of any per-task value, its mean's)."""
     sums = block_sums(per_task, index, counts.shape[1])
     sizes = np.bincount(index, minlength=counts.shape[1])
     return (counts @ sums) / (counts @ sizes)[:, None]
@@ -159,15 +160,9 @@ def improvement_over_uncalibrated(
     sign = 1.0 if higher_is_better else -1.0
     gains = sign * (values.sub(values["uncal"], axis=0)) * factor
     gains = gains.drop(columns="uncal")
-    n_blocks = len(set(blocks))
-    margin = 1.96 * gains.std(ddof=1) / np.sqrt(n_blocks)
-    block_index = pd.Index(blocks)
-    sums = gains.groupby(block_index).sum()
-    counts = gains.groupby(block_index).size()
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(sums), size=(resamples, len(sums)))
-    boot = sums.to_numpy()[draws].sum(axis=1) / counts.to_numpy()[draws].sum(axis=1)[:, None]
-    low, high = np.percentile(boot, [2.5, 97.5], axis=0)
+    margin = 1.96 * gains.std(ddof=1) / np.sqrt(len(set(blocks)))
+    counts, index = block_counts(blocks, resamples, np.random.default_rng(seed))
+    low, high = np.percentile(bootstrap_means(gains.to_numpy(), counts, index), [2.5, 97.5], axis=0)
     table = pd.DataFrame(
         {
             "improvement": gains.mean(),

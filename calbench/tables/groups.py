@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from calbench.errors import CalbenchError
-from calbench.tables.leaderboard import Leaderboard, leaderboard
+from calbench.runner.store import ResultStore, experiment_rows
+from calbench.tables.leaderboard import Leaderboard, labelled, leaderboard
 
 PROPERTIES = ("cal_size", "test_size", "n_classes", "classifier")
 
@@ -25,34 +26,29 @@ def tasks_file(results_dir, experiment: str) -> Path:
     return Path(results_dir) / "tasks" / f"{experiment}.csv"
 
 
-def task_properties(results_dir, experiment: str, labels) -> pd.DataFrame:
-    """Per task label (``dataset`` or ``dataset / classifier``): its properties."""
+def task_properties(results_dir, experiment: str) -> pd.DataFrame:
+    """Per task, labelled as the leaderboard labels it (`labelled`): its data set,
+    classifier, sizes and classes."""
+    rows = experiment_rows(ResultStore(results_dir), experiment)
+    tasks = pd.DataFrame(
+        {
+            "task": labelled(rows)["dataset"],
+            "dataset": rows["dataset"],
+            "classifier": rows["classifier"],
+        }
+    ).drop_duplicates("task")
     path = tasks_file(results_dir, experiment)
     if path.is_file():
-        table = pd.read_csv(path, dtype={"dataset": str, "classifier": str})
+        sizes = pd.read_csv(path, dtype={"dataset": str, "classifier": str})
+        tasks = tasks.merge(sizes, on=["dataset", "classifier"], how="left")
     else:
         from calbench.conf_files import read_group
 
         registry = {n: (c.get("registry") or {}) for n, c in read_group("dataset").items()}
-        parts = [str(t).split(" / ") for t in labels]
-        table = pd.DataFrame(
-            {
-                "dataset": [p[0] for p in parts],
-                "classifier": [p[1] if len(p) > 1 else "none" for p in parts],
-            }
-        )
-        for key, field in (
-            ("cal_size", "n_cal"),
-            ("test_size", "n_test"),
-            ("n_classes", "classes"),
-        ):
-            table[key] = [registry.get(d, {}).get(field, np.nan) for d in table["dataset"]]
-    table["task"] = np.where(
-        table["classifier"].isin(["none"]),
-        table["dataset"],
-        table["dataset"] + " / " + table["classifier"],
-    )
-    return table.set_index("task").reindex(list(labels))
+        fields = {"cal_size": "n_cal", "test_size": "n_test", "n_classes": "classes"}
+        for key, field in fields.items():
+            tasks[key] = [registry.get(d, {}).get(field, np.nan) for d in tasks["dataset"]]
+    return tasks.set_index("task")
 
 
 def groups_of(properties: pd.DataFrame, by: str) -> dict[str, list[str]]:
@@ -82,8 +78,7 @@ def groups_of(properties: pd.DataFrame, by: str) -> dict[str, list[str]]:
 
 def leaderboards_by(results_dir, experiment: str, metric: str, by: str, **options):
     """(group label, `Leaderboard`) of each group of tasks with a complete ranking."""
-    overall = leaderboard(results_dir, experiment, metric, paired=False)
-    properties = task_properties(results_dir, experiment, overall.values.index)
+    properties = task_properties(results_dir, experiment)
     boards = []
     for label, tasks in groups_of(properties, by).items():
         try:

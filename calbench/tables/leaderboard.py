@@ -156,7 +156,7 @@ def leaderboard(
     counts, index = arena.block_counts(blocks, settings.resamples, rng)
     q = [100 * settings.alpha / 2, 100 * (1 - settings.alpha / 2)]
     rate = arena.win_rates(wins)
-    rate_draws = arena.bootstrap_win_rates(rate, counts, index)
+    rate_draws = arena.bootstrap_means(rate, counts, index)
     rate_boot = np.percentile(rate_draws, q, axis=0)
     best_rank, worst_rank = arena.rank_sets(rate_draws, settings.alpha)
     mean_rate = rate.mean(axis=0)
@@ -164,7 +164,7 @@ def leaderboard(
         mean_rate, rate_draws, counts.shape[1], int(mean_rate.argmax()), settings.alpha
     )
     clear_rate = arena.win_rates(clear)
-    clear_boot = np.percentile(arena.bootstrap_win_rates(clear_rate, counts, index), q, axis=0)
+    clear_boot = np.percentile(arena.bootstrap_means(clear_rate, counts, index), q, axis=0)
     strength = arena.elo(arena.bradley_terry(arena.pairwise_wins(wins)))
     strength_boot = np.percentile(
         arena.elo(arena.bootstrap_strengths(wins, counts, index)), q, axis=0

@@ -44,7 +44,7 @@ def test_block_bootstrap_is_total_wins_over_total_tasks_of_the_drawn_blocks():
     per_task = arena.win_rates(arena.beats(TABLE.to_numpy()))
     blocks = [t.split(" / ")[0] for t in TABLE.index]
     counts, index = arena.block_counts(blocks, 50, np.random.default_rng(7))
-    ours = arena.bootstrap_win_rates(per_task, counts, index)
+    ours = arena.bootstrap_means(per_task, counts, index)
     # Written out: the same draws, the drawn blocks' tasks concatenated.
     labels = np.unique(blocks)
     drawn = np.random.default_rng(7).integers(0, len(labels), (50, len(labels)))
