@@ -8,6 +8,7 @@ there is none falls back to the CPU with one warning instead of failing a sweep.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 
@@ -41,3 +42,41 @@ def resolve_device(name: str | None) -> torch.device:
         _fallback_warning(name)
         return torch.device("cpu")
     return torch.device(name)
+
+
+#: The arrays `to_device` has sent within the innermost `reuse_transfers` (none outside).
+_SCOPES: list[dict] = []
+
+
+@contextlib.contextmanager
+def reuse_transfers():
+    """Within it, `to_device` sends each array once: an inner-CV search refits the same
+    fold's features at every grid point, and a default fit reads them in several steps
+    (at ImageNet shape 200 MB a copy, 20 to 60 ms a transfer). The arrays are the caller's
+    own and unchanged while it lasts (an identity cache cannot see writes); a scope inside
+    another uses the outer one, and the tensors go when the outermost ends."""
+    if _SCOPES:
+        yield
+        return
+    _SCOPES.append({})
+    try:
+        yield
+    finally:
+        _SCOPES.pop().clear()
+
+
+def to_device(array, device, dtype=None):
+    """``array`` (numpy) as a torch tensor on ``device`` (its own dtype, or ``dtype``);
+    within `reuse_transfers`, the tensor sent before for the same array object."""
+    import numpy as np
+
+    key = (str(device), str(dtype))
+    cache = _SCOPES[-1] if _SCOPES else None
+    if cache is not None:
+        held = cache.get(id(array))
+        if held is not None and held[0] is array and held[1] == key:
+            return held[2]
+    tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=dtype)).to(device)
+    if cache is not None:
+        cache[id(array)] = (array, key, tensor)  # the array held: its id stays its own
+    return tensor

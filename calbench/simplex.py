@@ -122,13 +122,13 @@ def torch_softmax_log_loss(logits, y) -> tuple[float, object]:
     floor = float(np.exp(EXP_FLOOR))
     if float(probs.min()) < floor:
         probs.clamp_(min=floor)
-    index = torch.arange(len(y))
-    label = torch.as_tensor(y)
+    index = torch.arange(len(y), device=logits.device)
+    label = torch.as_tensor(y, device=logits.device)
     log_label = probs[index, label].log()
     small = log_label <= EXP_FLOOR
     if bool(small.any()):
         log_label[small] = torch.log_softmax(logits[small], dim=1)[
-            torch.arange(int(small.sum())), label[small]
+            torch.arange(int(small.sum()), device=logits.device), label[small]
         ]
     return -float(log_label.mean()), probs
 

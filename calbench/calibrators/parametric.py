@@ -20,7 +20,7 @@ from sklearn.exceptions import ConvergenceWarning
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.threads import blas_threads
 from calbench.criteria import get_criterion
-from calbench.device import resolve_device
+from calbench.device import resolve_device, to_device
 from calbench.lazy import LazyModule
 from calbench.simplex import log_softmax, softmax
 
@@ -192,8 +192,8 @@ class ParametricCalibrator(Calibrator):
         returned numbers float64 on the CPU)."""
         device = self._accelerator()
         if device is not None and self.criterion == "nll":
-            features = torch.from_numpy(np.ascontiguousarray(x)).to(device)
-            labels = torch.from_numpy(np.asarray(y, dtype=np.int64)).to(device)
+            features = to_device(x, device)
+            labels = to_device(np.asarray(y, dtype=np.int64), device)
 
             def on_device(params):
                 tensors = {
@@ -221,7 +221,16 @@ class ParametricCalibrator(Calibrator):
         params = {
             name: np.asarray(getattr(self, name)) for name in self._initial_params(self.n_classes_)
         }
-        return softmax(self._forward(params, self._features(logits)))
+        device = self._accelerator()
+        if device is None:
+            return softmax(self._forward(params, self._features(logits)))
+        # On the fit's GPU: inner CV scores every grid point's held-out fold (at ImageNet
+        # shape a 5000 x 1000 x 1000 product and 5M exponentials, 40 ms on 16 cores).
+        features = to_device(self._features(logits), device, np.float64)
+        tensors = {
+            n: torch.as_tensor(v, dtype=torch.float64, device=device) for n, v in params.items()
+        }
+        return torch.softmax(self._forward(tensors, features), dim=1).cpu().numpy()
 
 
 #: The maps that lived here before the family split (2026-11), for old imports.

@@ -21,10 +21,17 @@ import numpy as np
 from calbench.calibrators.newton import row_pull_terms
 from calbench.calibrators.parametric import lbfgs
 from calbench.calibrators.threads import blas_threads
+from calbench.device import to_device
 from calbench.simplex import torch_softmax_log_loss
 
 #: L-BFGS steps between rebuilds of the preconditioner (see `fit_multinomial`).
 REFRESH_STEPS = 200
+
+
+def _torch():
+    import torch
+
+    return torch
 
 
 class RowPreconditioner:
@@ -43,19 +50,22 @@ class RowPreconditioner:
     """
 
     def __init__(self, xt, probs, ridge_curvature):
+        # numpy arrays (the CPU fit) or torch tensors (`fit_multinomial` on a device).
+        xp = np if isinstance(xt, np.ndarray) else _torch()
+        tiny = np.finfo(float).tiny
         n = len(xt)
         weight = probs * (1.0 - probs)
         diagonal = (weight.T @ xt**2) / n + ridge_curvature
         mean = (weight.T @ xt) / n
-        weight_mean = np.maximum(weight.mean(axis=0), np.finfo(float).tiny)[:, None]
+        weight_mean = weight.mean(axis=0).clip(min=tiny)[:, None]
         rank_one = mean**2 / weight_mean
         # Mathematically diagonal >= rank_one (Cauchy-Schwarz); the floor keeps rounding
         # and an unpenalised map from a singular scale.
-        self.root = np.sqrt(np.maximum(diagonal - rank_one, 0.01 * diagonal))
-        direction = mean / np.sqrt(weight_mean) / self.root
+        self.root = xp.sqrt(xp.maximum(diagonal - rank_one, 0.01 * diagonal))
+        direction = mean / xp.sqrt(weight_mean) / self.root
         beta = (direction**2).sum(axis=1, keepdims=True)
-        self.unit = direction / np.sqrt(np.maximum(beta, np.finfo(float).tiny))
-        self.gamma = np.sqrt(1.0 + beta) - 1.0
+        self.unit = direction / xp.sqrt(beta.clip(min=tiny))
+        self.gamma = xp.sqrt(1.0 + beta) - 1.0
 
     def _along(self, rows):
         return self.unit * (self.unit * rows).sum(axis=1, keepdims=True)
@@ -98,6 +108,7 @@ def fit_multinomial(
     offset=None,
     max_iter=2000,
     tol=1e-6,
+    device=None,
 ) -> MultinomialFit:
     """Minimise ``mean -ln softmax(offset + [x | 1] A^T)[y] + sum(ridge * (A - center)^2)
     (+ the row-sum pull, `calbench.calibrators.newton.row_pull_terms`)`` over ``A`` of
@@ -107,62 +118,162 @@ def fit_multinomial(
     objective's largest gradient entry in the weights is at most ``tol``, or a round of
     steps lowers it by less than ``tol * 1e-6`` relative, or at ``max_iter`` steps.
 
-    The objective runs in torch on all its threads, with BLAS held to one for scipy's
-    own vector work: both libraries' thread pools on the same cores spin against each
-    other (5000 x 100: 14 ms an evaluation with numpy's products on one thread, 11 ms
-    so)."""
+    ``device`` None: scipy's L-BFGS-B on the CPU, the objective in torch on all its
+    threads, with BLAS held to one for scipy's own vector work (both libraries' thread
+    pools on the same cores spin against each other: 5000 x 100, 14 ms an evaluation with
+    numpy's products on one thread, 11 ms so). A torch device: everything stays there,
+    torch's L-BFGS (strong Wolfe line search, 20 corrections, the same stopping rules)
+    included, so that a step moves no parameters between devices: at ImageNet shape
+    scipy's own work on 1,001,000 parameters cost more than the GPU's products. The
+    products stay float64 there: on an H100 a 20,000 x 1,001 x 1,000 product took 0.96 ms
+    in float64 and 0.89 ms in float32, and float32's rounding left the ImageNet-shaped
+    grid's fits short of ``tol`` (largest gradient entry 9.5e-6)."""
     import torch
 
     n, k = x.shape
-    row_weight = float(row_pull[0])
+    as_numpy = device is None
+
+    def tensor(a):
+        return torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), device=device)
+
     with blas_threads(1):
-        xt = np.hstack([x, np.ones((n, 1))])
-        curvature = 2 * ridge + np.where(np.arange(k + 1) < k, 2 * row_weight, 0.0)
-        xt_t, y_t = torch.from_numpy(xt), torch.from_numpy(np.asarray(y, dtype=np.int64))
-        offset_t = None if offset is None else torch.from_numpy(np.ascontiguousarray(offset))
-        rows = torch.arange(n)
+        if as_numpy:
+            xt_t = torch.from_numpy(np.hstack([x, np.ones((n, 1))]))
+            y_t = torch.from_numpy(np.asarray(y, dtype=np.int64))
+            offset_t = None if offset is None else torch.from_numpy(np.ascontiguousarray(offset))
+        else:  # the features sent once a search (`calbench.device.reuse_transfers`)
+            x_t = to_device(x, device, np.float64)
+            xt_t = torch.cat([x_t, x_t.new_ones((n, 1))], dim=1)
+            y_t = to_device(np.asarray(y, dtype=np.int64), device)
+            offset_t = None if offset is None else to_device(offset, device, np.float64)
+        curvature = 2 * ridge + np.where(np.arange(k + 1) < k, 2 * float(row_pull[0]), 0.0)
+        if not as_numpy:
+            ridge, center, curvature = tensor(ridge), tensor(center), tensor(curvature)
+        in_weights = _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy)
+        minimise = _scipy_rounds(in_weights, tol) if as_numpy else _torch_rounds(in_weights, tol)
+        fit = _refreshed(
+            in_weights,
+            minimise,
+            np.asarray(a0, dtype=np.float64) if as_numpy else tensor(a0),
+            xt_t.numpy() if as_numpy else xt_t,
+            curvature,
+            max_iter=max_iter,
+            tol=tol,
+        )
+    if as_numpy:
+        return fit
+    weights = fit.weights.cpu().numpy()
+    return MultinomialFit(weights, fit.n_iter, fit.loss, fit.gradient_max, fit.converged)
 
-        def in_weights(a, keep_probs=False):
-            at = torch.from_numpy(a).T
-            logits = torch.mm(xt_t, at) if offset_t is None else torch.addmm(offset_t, xt_t, at)
-            value, probs = torch_softmax_log_loss(logits, y_t)
-            probs_np = probs.numpy().copy() if keep_probs else None  # for the preconditioner
-            probs[rows, y_t] -= 1.0
-            gap = a - center
-            grad = (probs.T @ xt_t).numpy() / n + 2 * ridge * gap
-            value += float((ridge * gap**2).sum())
-            if row_weight:
-                row_value, row_grad = row_pull_terms(a, row_pull)
-                value += row_value
-                grad[:, :k] += row_grad[:, None]
-            return value, grad, probs_np
 
-        a, steps = np.asarray(a0, dtype=np.float64), 0
+def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
+    """``a -> (objective, its gradient in a, the probabilities or None)``: the products
+    and the softmax in torch; ``a``, the gradient and the probabilities numpy arrays
+    (``as_numpy``, the CPU fit) or tensors on the features' device."""
+    import torch
+
+    n, k = xt_t.shape[0], xt_t.shape[1] - 1
+    rows = torch.arange(n, device=xt_t.device)
+    row_weight = float(row_pull[0])
+
+    def in_weights(a, keep_probs=False):
+        at = (torch.from_numpy(a) if as_numpy else a).T
+        logits = torch.mm(xt_t, at) if offset_t is None else torch.addmm(offset_t, xt_t, at)
+        value, probs = torch_softmax_log_loss(logits, y_t)
+        kept = None
+        if keep_probs:  # for the preconditioner
+            kept = probs.numpy().copy() if as_numpy else probs.clone()
+        probs[rows, y_t] -= 1.0
+        gap = a - center
+        product = probs.T @ xt_t
+        grad = (product.numpy() if as_numpy else product) / n + 2 * ridge * gap
+        value += float((ridge * gap**2).sum())
+        if row_weight:
+            row_value, row_grad = row_pull_terms(a, row_pull)
+            value += row_value
+            grad[:, :k] += row_grad[:, None]
+        return value, grad, kept
+
+    return in_weights
+
+
+def _scipy_rounds(in_weights, tol):
+    """One round of scipy's L-BFGS-B in ``coordinates`` from ``a``, at most ``budget``
+    steps: ``(weights reached, steps, whether it stopped at the budget)``."""
+
+    def minimise(coordinates, a, budget):
+        shape = a.shape
+
+        def objective(theta):
+            value, grad, _ = in_weights(coordinates.weights(theta.reshape(shape)))
+            return value, coordinates.gradient(grad).ravel()
+
+        theta0 = coordinates.theta(a).ravel()
+        result = lbfgs(objective, theta0, max_iter=budget, tol=tol, ftol=tol * 1e-6)
+        return coordinates.weights(result.x.reshape(shape)), int(result.nit), result.status == 1
+
+    return minimise
+
+
+#: The device fit's gradient test within a round, as a share of ``tol``: torch's L-BFGS
+#: stops at its first such point, where scipy's went on further; at ``tol`` itself a
+#: weakly penalised 5000 x 100 fit (lambda = mu = 1) stopped 5e-6 above scipy's objective,
+#: at a tenth 5e-9 above a 1e-9 reference, as scipy's own.
+DEVICE_ROUND_TOL = 0.1
+
+
+def _torch_rounds(in_weights, tol):
+    """`_scipy_rounds` with torch's L-BFGS on the tensors' device: the same 20 corrections,
+    a strong Wolfe line search as scipy's, scipy's relative decrease ``tol * 1e-6`` made
+    absolute at the round's start, the gradient test `DEVICE_ROUND_TOL` tighter."""
+    import torch
+
+    def minimise(coordinates, a, budget):
+        shape = a.shape
+        theta = coordinates.theta(a).reshape(-1).clone()
+        start, _, _ = in_weights(a)
+        optimiser = torch.optim.LBFGS(
+            [theta],
+            lr=1.0,
+            max_iter=budget,
+            max_eval=budget * 5 // 4 + 1,
+            tolerance_grad=tol * DEVICE_ROUND_TOL,
+            tolerance_change=tol * 1e-6 * max(abs(start), 1.0),
+            history_size=20,
+            line_search_fn="strong_wolfe",
+        )
+
+        def closure():
+            value, grad, _ = in_weights(coordinates.weights(theta.view(shape)))
+            theta.grad = coordinates.gradient(grad).reshape(-1)
+            return value
+
+        optimiser.step(closure)
+        steps = int(optimiser.state[theta].get("n_iter", 0))
+        return coordinates.weights(theta.view(shape)), steps, steps >= budget
+
+    return minimise
+
+
+def _refreshed(in_weights, minimise, a, xt, curvature, *, max_iter, tol) -> MultinomialFit:
+    """Rounds of ``minimise`` from ``a``, each in `RowPreconditioner`'s coordinates at the
+    point reached (`fit_multinomial`)."""
+    steps = 0
+    value, grad, probs = in_weights(a, keep_probs=True)
+    while True:
+        # The preconditioner models the Hessian where it is built; as a weakly penalised
+        # map's probabilities saturate the Hessian moves, so it is rebuilt every
+        # `REFRESH_STEPS` steps and L-BFGS restarted from the point reached. It also stops
+        # on the gradient in its own coordinates, which the preconditioner scales: a stop
+        # whose gradient in the weights is still above ``tol`` goes on from there, as
+        # long as it lowers the objective.
+        coordinates = RowPreconditioner(xt, probs, curvature)
+        a, taken, at_budget = minimise(coordinates, a, min(REFRESH_STEPS, max_iter - steps))
+        steps += taken
+        before = value
         value, grad, probs = in_weights(a, keep_probs=True)
-        while True:
-            # The preconditioner models the Hessian where it is built; as a weakly
-            # penalised map's probabilities saturate the Hessian moves, so it is rebuilt
-            # every `REFRESH_STEPS` steps and L-BFGS restarted from the point reached. It
-            # also stops on the gradient in its own coordinates, which the preconditioner
-            # scales: a stop whose gradient in the weights is still above ``tol`` goes on
-            # from there, as long as it lowers the objective.
-            coordinates = RowPreconditioner(xt, probs, curvature)
-
-            def objective(theta, coordinates=coordinates):
-                value, grad, _ = in_weights(coordinates.weights(theta.reshape(k, k + 1)))
-                return value, coordinates.gradient(grad).ravel()
-
-            result = lbfgs(
-                objective,
-                coordinates.theta(a).ravel(),
-                max_iter=min(REFRESH_STEPS, max_iter - steps),
-                tol=tol,
-                ftol=tol * 1e-6,
-            )
-            a, steps = coordinates.weights(result.x.reshape(k, k + 1)), steps + int(result.nit)
-            before = value
-            value, grad, probs = in_weights(a, keep_probs=True)
-            settled = np.abs(grad).max() <= tol or before - value <= tol * 1e-6 * abs(value)
-            if steps >= max_iter or (result.status != 1 and settled):
-                break
-    return MultinomialFit(a, steps, value, float(np.abs(grad).max()), steps < max_iter)
+        largest = float(abs(grad).max())
+        settled = largest <= tol or before - value <= tol * 1e-6 * abs(value)
+        if steps >= max_iter or (not at_budget and settled):
+            break
+    return MultinomialFit(a, steps, value, largest, steps < max_iter)

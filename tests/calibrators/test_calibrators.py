@@ -212,8 +212,8 @@ def test_auto_starts_at_the_diagonal_only_where_the_penalty_pins_the_rest(rng):
     curvature = np.mean((p * (1 - p)).sum(axis=1) * (z**2).sum(axis=1)) / 40**2
     for factor, pinned in [(0.5, False), (2.0, True)]:
         weights[:, :40] = factor * DIAGONAL_START_RATIO * curvature
-        assert _diagonal_dominates(z, z, weights) is pinned
-    assert not _diagonal_dominates(z, z, np.zeros((40, 41)))
+        assert _diagonal_dominates(z, z, 1.0, weights) is pinned
+    assert not _diagonal_dominates(z, z, 1.0, np.zeros((40, 41)))
 
 
 @pytest.mark.parametrize(
