@@ -2,7 +2,7 @@
 PYTHON ?= python
 RESULTS ?= results
 
-.PHONY: install run test test-slow test-networks lint docs tables ho networks figures report reproduce reproduce-uci bench clean
+.PHONY: install run test test-slow test-networks lint docs tables ho networks figures report reproduce reproduce-uci bench bench-gpu clean
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
@@ -117,6 +117,11 @@ bench:
 	    $(RESULTS)/bench/hoki.md $(RESULTS)/bench/venn_abers.md $(RESULTS)/bench/tables.md \
 	    $(RESULTS)/bench/calarena_speed.md $(RESULTS)/bench/sweep.md $(RESULTS)/bench/arena_store.md \
 	    $(RESULTS)/bench/presets.md $(RESULTS)/bench/tour.md > $(RESULTS)/bench/summary.md
+
+# On a machine with a CUDA GPU: ms_odir at ImageNet shape on the device against its CPU
+# (about 6 minutes on one H100; docs/performance.md holds the figures).
+bench-gpu:
+	$(PYTHON) benchmarks/bench_gpu.py --device cuda --out $(RESULTS)/bench
 
 clean:
 	rm -rf $(RESULTS)/store $(RESULTS)/tables $(RESULTS)/figures $(RESULTS)/reports $(RESULTS)/hydra \
