@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import calbench.report as service
+from calbench.report.html import DEFAULT_METRICS
 from calbench.stats.bootstrap import BootstrapSettings
 
 
@@ -21,6 +22,23 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="tables with bootstrap intervals and marks, as `calbench tables --ci` (defaults)",
     )
+    parser.add_argument(
+        "--html",
+        action="store_true",
+        help="also one self-contained web page (results/reports/EXPERIMENT.html): set-up, "
+        "sortable leaderboards, tables, claims, figures and the cells, linked",
+    )
+    parser.add_argument(
+        "--metric",
+        action="append",
+        help="the leaderboards shown (default: log_loss and classwise_ece); repeatable",
+    )
     args = parser.parse_args(argv)
     intervals = BootstrapSettings() if args.ci else None
-    print(f"wrote {service.write_report(args.experiment, args.results_dir, intervals)}")
+    metrics = args.metric or list(DEFAULT_METRICS)
+    print(f"wrote {service.write_report(args.experiment, args.results_dir, intervals, metrics)}")
+    if args.html:
+        from calbench.report.html import write_html_report
+
+        path = write_html_report(args.experiment, args.results_dir, metrics, intervals)
+        print(f"wrote {path}")

@@ -1,10 +1,11 @@
-"""``calbench report EXPERIMENT``: one self-contained Markdown page per experiment.
+"""``calbench report EXPERIMENT [--html]``: one page per experiment.
 
-The page holds the experiment's ranked tables (written afresh from the store), the papers'
-claims checked on its tasks (`calbench claims`), the figures
-already drawn for it (``calbench figures``), what was run (data sets, methods, folds, cells)
-and provenance (calbench versions, seeds, config hashes), so a reader sees the whole
-reproduction at a glance.
+The Markdown page holds the experiment's leaderboards (`calbench leaderboard`), its ranked
+tables (written afresh from the store), the papers' claims checked on its tasks (`calbench
+claims`), the figures drawn for it (``calbench figures``, and each leaderboard's win-rate
+figure), what was run (data sets, methods, folds, cells) and provenance (calbench
+versions, seeds, config hashes), so a reader sees the whole reproduction at a glance.
+``--html`` adds the same as one self-contained web page (`calbench.report.html`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,29 @@ def claims_section(experiment: str, results_dir) -> str:
         return f"## The papers' claims on {experiment}\n\nNone checked: {exc}"
 
 
-def write_report(experiment: str, results_dir="results", intervals=None) -> Path:
+def leaderboard_section(experiment: str, results_dir, metrics) -> list[str]:
+    """Each metric's leaderboard (Markdown) with its win-rate figure, or why there is none."""
+    from calbench.plots.leaderboard import win_rate_figure
+    from calbench.tables.leaderboard import leaderboard, to_markdown
+
+    lines = ["## Leaderboards", ""]
+    for metric in metrics:
+        try:
+            board = leaderboard(results_dir, experiment, metric)
+        except CalbenchError as exc:
+            lines += [f"No leaderboard on {metric}: {exc}", ""]
+            continue
+        lines += [to_markdown(board), ""]
+        for path in win_rate_figure(board, Path(results_dir) / "leaderboards"):
+            lines += [f"![{path.stem}](../leaderboards/{path.name})", ""]
+    return lines
+
+
+def write_report(
+    experiment: str, results_dir="results", intervals=None, metrics=("log_loss",)
+) -> Path:
     """The page of ``experiment``; with ``intervals`` (`BootstrapSettings`) its tables carry
-    bootstrap intervals and marks (`calbench tables --ci`)."""
+    bootstrap intervals and marks (`calbench tables --ci`); ``metrics``: its leaderboards."""
     rows = experiment_rows(ResultStore(results_dir), experiment)
     results_dir = Path(results_dir)
     tables = write_tables(
@@ -58,9 +79,9 @@ def write_report(experiment: str, results_dir="results", intervals=None) -> Path
         f"Fit time over all cells and folds: "
         f"{rows.drop_duplicates(['config_hash', 'fold'])['fit_seconds'].sum():.1f} s.",
         "",
-        "## Tables",
-        "",
     ]
+    lines += leaderboard_section(experiment, results_dir, metrics)
+    lines += ["## Tables", ""]
     for path in tables:
         lines += [path.read_text(), ""]
     lines += [claims_section(experiment, results_dir), "", "## Figures", ""]
