@@ -24,7 +24,7 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.methods import method_from_config
 from calbench.criteria import PARAMETRISED, decision_criterion
 from calbench.data import LOADERS, Dataset, load_dataset
-from calbench.data.identity import FILE_OPTIONS, data_identity, identity_key
+from calbench.data.identity import FILE_OPTIONS, data_identity, default_name, identity_key
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.metrics import empirical_risk, log_loss, metric_spec
@@ -155,8 +155,17 @@ class CellPlan:
 
     @property
     def label(self) -> str:
-        data = self.spec.dataset["name"] or self.spec.dataset["loader"]
-        return f"{self.spec.experiment} | {data} | {self.method}"
+        """``experiment | data set | method``, the data set as tables name it (a user's file
+        by its name or stem, an HDF5 task by its file and task, not by the loader)."""
+        dataset = self.spec.dataset
+        data = dataset["name"]
+        if not data and self.data is not None:
+            data = default_name(dataset)
+        elif not data and dataset.get("loader") == "hdf5":
+            from calbench.data.hdf5 import default_name as hdf5_name
+
+            data = hdf5_name(dataset["path"], str(dataset["task"]))
+        return f"{self.spec.experiment} | {data or dataset['loader']} | {self.method}"
 
     def load_dataset(self) -> Dataset:
         return load_configured_dataset(self.spec.dataset)

@@ -332,3 +332,18 @@ def test_your_own_runs_are_named_with_experiment_name(tmp_path):
     assert wrong.returncode != 0 and "use experiment_name=my_study" in wrong.stderr
     preset = calbench("run", "experiment_name=valk_real", f"results_dir={tmp_path}")
     assert preset.returncode != 0 and "is a preset's name" in preset.stderr
+
+
+def test_progress_lines_name_your_file_not_its_loader(tmp_path):
+    """A user's npz file is named in the progress line as in the tables: by its stem."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 300)
+    np.savez(tmp_path / "my_model.npz", logits=rng.normal(size=(300, 3)), y=y)
+    out = calbench(
+        "run", "dataset=npz", f"dataset.path={tmp_path}/my_model.npz", f"results_dir={tmp_path}"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "default | my_model | ts | criterion=nll" in out.stdout
+    assert set(stored(tmp_path)["dataset"]) == {"my_model"}
