@@ -36,6 +36,41 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     #: pseudo-count keeps every class above a floor. See `certainty`.
     _certainty = "never"
 
+    #: Learned attributes `learned` leaves out: what the data alone says.
+    _NOT_LEARNED = frozenset({"n_classes_", "classes_", "n_calibration_", "n_features_in_"})
+    #: The most numbers an attribute may hold for `learned` to keep it (a per-class vector
+    #: up to 64 classes; a full matrix up to 7).
+    LEARNED_MAX_NUMBERS = 64
+
+    def learned(self) -> dict:
+        """What the fit learned, where it is small: every public attribute (or property)
+        ending in ``_`` that is a number or holds at most `LEARNED_MAX_NUMBERS` numbers
+        (TS's temperature, VS's vectors at up to 64 classes, ODIR's resolved strengths, the
+        steps and the objective), as plain numbers and lists; the cell stores it."""
+        names = {n for n in vars(self) if n.endswith("_") and not n.startswith("_")}
+        names |= {
+            n
+            for klass in type(self).__mro__
+            for n, v in vars(klass).items()
+            if isinstance(v, property) and n.endswith("_") and not n.startswith("_")
+        }
+        out = {}
+        for name in sorted(names - self._NOT_LEARNED):
+            try:
+                value = getattr(self, name)
+            except (AttributeError, ValueError, TypeError):
+                continue
+            if isinstance(value, bool | np.bool_):
+                out[name] = bool(value)
+            elif isinstance(value, int | np.integer):
+                out[name] = int(value)
+            elif isinstance(value, float | np.floating):
+                out[name] = float(value)
+            elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+                if value.size <= self.LEARNED_MAX_NUMBERS:
+                    out[name] = value.tolist()
+        return out
+
     def default_strengths(self) -> str:
         """How this calibrator, made with no arguments, sets its penalties' strengths, in
         one line (``calbench list calibrators``); "-" where it has none."""

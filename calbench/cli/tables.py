@@ -35,6 +35,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--no-stratify", action="store_true", help="--ci: resample ignoring the labels"
     )
+    parser.add_argument(
+        "--fitted",
+        action="store_true",
+        help="also each cell's chosen grid point and small learned parameters (TS's "
+        "temperature, VS's vectors, ODIR's strengths): tables/EXPERIMENT_fitted.md",
+    )
     args = parser.parse_args(argv)
     intervals = None
     if args.ci:
@@ -57,3 +63,11 @@ def main(argv: list[str]) -> None:
         intervals=intervals,
     ):
         print(f"wrote {path}")
+    if args.fitted:
+        from calbench.plots.write import stored_experiments
+        from calbench.tables.fitted import write_fitted
+
+        for experiment in (
+            [args.experiment] if args.experiment else stored_experiments(args.results_dir)
+        ):
+            print(f"wrote {write_fitted(args.results_dir, experiment)}")

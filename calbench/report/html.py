@@ -25,6 +25,7 @@ import pandas as pd
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.runner.store import ResultStore, experiment_rows
+from calbench.tables.fitted import fitted_text
 
 ASSETS = Path(__file__).with_name("assets")
 #: The leaderboards a page shows unless asked for others (`calbench leaderboard`'s pair).
@@ -102,8 +103,15 @@ def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
     mean over its folds (a column per metric)."""
     keys = ["config_hash", "dataset", "method", "criterion", "protocol", "seed"]
     per_fold = rows.drop_duplicates(["config_hash", "fold"])
-    cells = per_fold.groupby(keys, dropna=False).agg(
-        folds=("fold", "nunique"), fit_seconds=("fit_seconds", "sum"), params=("params", "first")
+    cells = (
+        per_fold.sort_values("fold")
+        .groupby(keys, dropna=False)
+        .agg(
+            folds=("fold", "nunique"),
+            fit_seconds=("fit_seconds", "sum"),
+            params=("params", "first"),
+            fitted=("fitted", "first"),
+        )
     )
     values = rows.groupby(["config_hash", "metric"])["value"].mean().unstack("metric")
     cells = cells.reset_index().join(values, on="config_hash")
@@ -122,7 +130,7 @@ def method_link(method: str) -> str:
 def cells_html(cells: pd.DataFrame, metrics) -> str:
     shown = [m for m in dict.fromkeys(metrics) if m in cells]
     head = ["cell", "data set", "method", "criterion", "protocol", "folds", "seed"]
-    head += ["chosen parameters", "fit (s)", *shown]
+    head += ["chosen parameters", "fitted (first fold)", "fit (s)", *shown]
     lines = [_open_table(head)]
     seen_methods = set()
     for _, cell in cells.iterrows():
@@ -139,6 +147,7 @@ def cells_html(cells: pd.DataFrame, metrics) -> str:
             _num(cell["folds"], "{:d}"),
             _td(cell["seed"]),
             _td(_params_text(cell["params"])),
+            _td(fitted_text(cell["fitted"])),
             _num(cell["fit_seconds"], "{:.3g}"),
             *(_num(cell[m], "{:.4f}") for m in shown),
         ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -92,6 +92,8 @@ class FoldFit:
     validation: tuple[np.ndarray, np.ndarray] | None = None
     #: (inner fold, class) pairs whose inner training part lacks a class (`classes_left_out`).
     inner_classes_missing: int = 0
+    #: What the fit learned, where small (`Calibrator.learned`; a list for several members).
+    fitted: dict | list = field(default_factory=dict)
 
 
 def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
@@ -102,7 +104,7 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
     # forests, k-NN), so there the log-loss is clipped as scikit-learn's was in Kull et
     # al.'s code, lest a few 708-per-sample terms decide the choice.
     on_training = plan.selection_score(task.training_loss(eps), log_loss_clip=1e-15)
-    probs, uncalibrated, simplex, chosen, seconds = [], [], [], [], 0.0
+    probs, uncalibrated, simplex, chosen, learned, seconds = [], [], [], [], [], 0.0
     validation, missing = [], 0
     for member in fold.members:
         start = time.perf_counter()
@@ -127,6 +129,7 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
         if dataset.n_classes == 3:  # what a simplex map draws, so figures never refit
             simplex.append(model.predict_proba(probs_to_logits(map_points())))
         chosen.append(public_params(params, model))
+        learned.append(model.learned())
         if task.estimate == "bbse":  # its labelled validation set: the calibration data
             validation.append((model.predict_proba(member.logits_fit), member.y_fit))
     fit = FoldFit(
@@ -137,6 +140,7 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
         _combine(simplex) if simplex else None,
         tuple(np.concatenate(part) for part in zip(*validation, strict=True)) or None,
         missing,
+        learned[0] if len(learned) == 1 else learned,
     )
     return fit
 
@@ -207,8 +211,9 @@ def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
             )
         stored.append(predictions)
         params = json.dumps(fit.chosen, sort_keys=True)
+        fitted = json.dumps(fit.fitted, sort_keys=True)
         for metric, value in values.items():
-            rows.append((fold.index, metric, value, fit.seconds, params))
+            rows.append((fold.index, metric, value, fit.seconds, params, fitted))
     labels = {
         **plan.labels(),
         "dataset": dataset.name,
@@ -216,7 +221,7 @@ def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
         "calbench_version": calbench.__version__,
     }
     # One constructor call: a column added at a time costs a sweep's cell 3 ms.
-    names = ("fold", "metric", "value", "fit_seconds", "params")
+    names = ("fold", "metric", "value", "fit_seconds", "params", "fitted")
     columns = {n: list(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)}
     frame = pd.DataFrame({**columns, **labels})
     return frame, stored

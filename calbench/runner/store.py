@@ -54,11 +54,16 @@ COLUMNS = [
     "value",
     "fit_seconds",
     "params",
+    "fitted",
     "config_hash",
     "seed",
     "calbench_version",
     "predictions_sha256",
 ]
+
+#: Columns a cell's rows may lack (those of earlier versions, or rows made by hand), and
+#: what they hold then: ``fitted`` (`Calibrator.learned` per fold, JSON) came in 2026-11.
+OPTIONAL_COLUMNS = {"fitted": "{}"}
 
 #: What the store adds to a cell's `COLUMNS`: when it was stored, and the rows' checksum.
 STORED_COLUMNS = [*COLUMNS, "stored_at", SEAL]
@@ -282,6 +287,8 @@ def _with_earlier_columns(frame: pd.DataFrame) -> pd.DataFrame:
     # Cells stored before predictions were kept have no checksum column.
     sha256 = frame["predictions_sha256"] if "predictions_sha256" in frame else ""
     frame["predictions_sha256"] = pd.Series(sha256, index=frame.index).fillna("")
+    for name, default in OPTIONAL_COLUMNS.items():
+        frame[name] = frame[name].fillna(default) if name in frame else default
     if "classifier" in frame:  # cells stored before the column existed: no classifier
         frame["classifier"] = frame["classifier"].fillna("none").replace("", "none")
     else:
@@ -298,7 +305,11 @@ def csv_text(frame: pd.DataFrame, columns: list[str], **constants) -> str:
     writer.writerow(columns)
 
     def column(name):
-        return [constants[name]] * len(frame) if name in constants else frame[name].tolist()
+        if name in constants:
+            return [constants[name]] * len(frame)
+        if name not in frame and name in OPTIONAL_COLUMNS:
+            return [OPTIONAL_COLUMNS[name]] * len(frame)
+        return frame[name].tolist()
 
     # pandas writes a missing value as an empty field, Python's csv as "nan"
     values = [["" if v != v else v for v in column(c)] for c in columns]
