@@ -27,7 +27,10 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("--methods", help="comma-separated methods (default: all stored)")
     parser.add_argument(
-        "--max-tasks", type=int, default=4, help="per-task figures for at most this many tasks"
+        "--max-tasks",
+        type=int,
+        default=None,
+        help="per-task figures for at most this many tasks (default: all)",
     )
     parser.add_argument(
         "--ci",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from matplotlib import colormaps
 from matplotlib.ticker import MaxNLocator
 
@@ -39,25 +40,61 @@ def ks_curves(ax_fractile, ax_score, probs, y, title="", mode="top", r=1):
 
 def ece_variance_scatter(ax, table, ece="confidence_ece", variance="confidence_variance"):
     """Hoki Fig. 3: log ECE against the variance of calibrated confidences, one point per
-    (data set, method) row of ``table`` (columns ``method``, ``ece``, ``variance``)."""
-    # One colour and one marker per method: 14 methods must not share a look.
+    (data set, method) row of ``table`` (columns ``dataset``, ``method``, ``ece``,
+    ``variance``): a colour per method and, where there are several, a marker per data set,
+    each with its legend, so that a point says which network it is."""
+    from matplotlib.lines import Line2D
+
     markers = "osD^vP*Xh<>p8d"
     colours = colormaps["tab20"].colors
-    for i, (method, group) in enumerate(table.groupby("method")):
+    methods = sorted(table["method"].unique())
+    datasets = sorted(table["dataset"].unique()) if "dataset" in table else [""]
+    by_data = len(datasets) > 1
+    networks = table["dataset"] if by_data else pd.Series("", index=table.index)
+    for (method, dataset), group in table.groupby([table["method"], networks]):
+        i = methods.index(method)
+        j = datasets.index(dataset) if by_data else i  # one data set: a marker per method
         ax.scatter(
             group[variance],
             np.log(group[ece]),
-            label=method,
             s=22,
-            marker=markers[i % len(markers)],
+            marker=markers[j % len(markers)],
             color=colours[i % len(colours)],
             edgecolors="black",
             linewidths=0.3,
         )
+    handles = [
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="s" if by_data else markers[i % len(markers)],
+            color=colours[i % len(colours)],
+            markeredgecolor="black",
+            markeredgewidth=0.3,
+            label=m,
+        )
+        for i, m in enumerate(methods)
+    ]
+    if by_data:
+        handles += [Line2D([], [], ls="", label="data sets:")]
+        handles += [
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker=markers[j % len(markers)],
+                color="#bbbbbb",
+                markeredgecolor="black",
+                markeredgewidth=0.3,
+                label=d,
+            )
+            for j, d in enumerate(datasets)
+        ]
+    ax.legend(handles=handles, fontsize=6, ncol=2, loc="center left", bbox_to_anchor=(1.02, 0.5))
     ax.set_xlabel("variance of confidences")
     ax.set_ylabel(f"ln {ece}")
     # Variances are small numbers: long tick labels ran into each other at the default.
     ax.xaxis.set_major_locator(MaxNLocator(5))
     ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
-    ax.legend(fontsize=6, ncol=2, loc="center left", bbox_to_anchor=(1.02, 0.5))
     return ax

@@ -135,12 +135,18 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
 DEFAULT_PANELS = 4
 
 
-def reliability_methods(task: Task, chosen: bool = False) -> tuple[list[str], list[str]]:
+def reliability_methods(
+    task: Task, chosen: bool = False, leaders=None
+) -> tuple[list[str], list[str]]:
     """(drawn, left out): the methods of a task's reliability figures. Chosen methods
-    (``--methods``) are all drawn, in the order named; otherwise Valk's
-    (`RELIABILITY_METHODS`) come first and the others fill up to `DEFAULT_PANELS`."""
+    (``--methods``) are all drawn, in the order named; otherwise ``leaders`` (the
+    leaderboard's top methods, TS and uncalibrated: the same on every task), else Valk's
+    (`RELIABILITY_METHODS`) first and the others up to `DEFAULT_PANELS`."""
     if chosen:
         return list(task.folds), []
+    if leaders:
+        shown = [m for m in leaders if m in task.folds]
+        return shown, [m for m in task.folds if m not in shown]
     preferred = [m for m in RELIABILITY_METHODS if m in task.folds]
     ordered = preferred + [m for m in task.folds if m not in preferred]
     return ordered[:DEFAULT_PANELS], ordered[DEFAULT_PANELS:]
@@ -236,7 +242,7 @@ def reliability_figures(
 
 
 def task_figures(
-    store, experiment, tasks: list[Task], out_dir, formats, bands=None, chosen=False
+    store, experiment, tasks: list[Task], out_dir, formats, bands=None, chosen=False, leaders=None
 ) -> list[Path]:
     """Each task's figures (file names carry the task where there are several); says which
     methods the reliability figures leave out (``chosen``: the user named them, all drawn)."""
@@ -246,8 +252,8 @@ def task_figures(
         first = next(iter(task.folds.values()))[0]
         if first.simplex is not None and any(m not in _NOT_A_MAP for m in task.folds):
             paths += simplex_figure(store, experiment, task, out_dir, formats, stem)
-        shown, left_out = reliability_methods(task, chosen)
-        if left_out:
+        shown, left_out = reliability_methods(task, chosen, leaders)
+        if left_out and not leaders:  # the leaders are said once, for every task
             print(
                 f"reliability figures of {task.label}: {len(shown)} of "
                 f"{len(shown) + len(left_out)} methods ({', '.join(shown)}); left out: "

@@ -10,8 +10,8 @@ from matplotlib.collections import LineCollection
 
 from calbench.metrics.binned import bin_statistics
 from calbench.metrics.smooth import smoothed_reliability
-from calbench.stats.bootstrap import fold_indices
-from calbench.stats.resampled import binned_frequencies
+from calbench.stats.bootstrap import BootstrapSettings, fold_indices
+from calbench.stats.resampled import binned_ece_replicates, binned_frequencies
 
 
 def reliability_diagram(
@@ -71,6 +71,17 @@ def reliability_diagram(
             label=f"{100 * (1 - bands.alpha):g}% bootstrap",
         )
     ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
+    ece, low, high = binned_ece(scores, outcomes, y, n_bins, bands or BootstrapSettings())
+    level = 100 * (1 - (bands or BootstrapSettings()).alpha)
+    ax.text(
+        0.03,
+        0.97,
+        f"ECE {ece:.4f}\n{level:g}% [{low:.4f}, {high:.4f}]",
+        transform=ax.transAxes,
+        va="top",
+        fontsize=7,
+        bbox={"facecolor": "white", "edgecolor": "#999999", "linewidth": 0.5, "pad": 2},
+    )
     for c, n in zip(centres[filled], counts[filled], strict=True):
         ax.text(c, 1.01, f"{int(n)}", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xlim(0, 1)
@@ -88,6 +99,18 @@ def figure_legend(fig, ax) -> None:
     """One legend for a figure of like panels (``ax``'s entries), below them all."""
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+
+
+def binned_ece(scores, outcomes, y, n_bins, settings) -> tuple[float, float, float]:
+    """The diagram's ECE (its bins' count-weighted gaps) and its percentile interval over
+    the tables' resampled test sets (`fold_indices`, stratified by label)."""
+    counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, "equal_width")
+    filled = counts > 0
+    ece = float((counts[filled] * np.abs(mean_score - mean_outcome)[filled]).sum() / len(scores))
+    drawn = fold_indices(np.asarray(y), settings.resamples, settings.seed, settings.stratify)
+    replicates = binned_ece_replicates(scores, outcomes, drawn, n_bins)
+    low, high = np.quantile(replicates, [settings.alpha / 2, 1 - settings.alpha / 2])
+    return ece, float(low), float(high)
 
 
 def _frequency_band(scores, outcomes, y, n_bins, settings):

@@ -2,11 +2,13 @@
 
 Nothing is refitted: every figure reads the cells' rows or their stored predictions.
 
-- Per task (a data set, or a data set x classifier; the first ``--max-tasks``): on 3-class
-  data Valk Fig. 5-style simplex maps, one panel per method plus the calibration data and
-  the true map; confidence and class-1 reliability diagrams and KS calibration graphs
-  (Gupta Fig. 1 a-b) of four methods (`--methods` names any number; `--ci`: each reliability
-  bar's bootstrap interval).
+- Per task (a data set, or a data set x classifier; every task, or the first
+  ``--max-tasks``): on 3-class data Valk Fig. 5-style simplex maps, one panel per method
+  plus the calibration data and the true map; confidence and class-1 reliability diagrams
+  (each panel's ECE with its bootstrap interval) and KS calibration graphs (Gupta Fig. 1
+  a-b) of the leaderboard's top three methods on log-loss, TS and uncalibrated, the same on
+  every task (`--methods` names any number; `--ci`: each reliability bar's bootstrap
+  interval).
 - Experiments with several data sets: a critical-difference diagram per metric (p-cw-ECE's
   too where it was recorded: Kull Fig. 3a) and, for the calibration tests' acceptance
   shares, Kull Fig. 3b (per calibrator) and 3c (per classifier, uncalibrated).
@@ -104,13 +106,37 @@ def acceptance_figures(experiment, rows, out_dir, formats) -> list[Path]:
     return paths
 
 
+#: The leaderboard's methods the per-task figures show by default, beside TS and uncal.
+TOP_METHODS = 3
+
+
+def leading_methods(rows, metric="log_loss", top=TOP_METHODS) -> list[str]:
+    """The ``top`` methods by mean rank on ``metric`` over the tasks every method has a
+    value on, then ``ts`` and ``uncal`` where stored: what per-task figures show by default,
+    the same on every task."""
+    from calbench.stats.ranks import task_ranks
+    from calbench.tables.leaderboard import task_values
+
+    try:
+        values, _ = task_values(rows, metric)
+    except CalbenchError:
+        return []
+    complete = values.dropna()
+    if complete.empty:
+        return []
+    ranks = task_ranks(complete, higher_is_better(metric)).mean(axis=0).sort_values(kind="stable")
+    leaders = [m.split("/")[0] for m in ranks.index[:top]]
+    present = set(rows["method"])
+    return list(dict.fromkeys([*leaders, *(m for m in ("ts", "uncal") if m in present)]))
+
+
 def write_figures(
     experiment,
     results_dir="results",
     formats=("png", "pdf"),
     metrics=("log_loss", "classwise_ece"),
     methods=None,
-    max_tasks=4,
+    max_tasks=None,
     bands=None,
 ) -> list[Path]:
     """The experiment's figures under ``results_dir/figures``; ``bands``
@@ -130,11 +156,15 @@ def write_figures(
     tasks, n_tasks = stored_tasks(
         store, stored, methods, order=methods or swept_methods(experiment), limit=max_tasks
     )
-    if n_tasks > max_tasks:
+    if max_tasks is not None and n_tasks > max_tasks:
+        print(f"per-task figures for the first {max_tasks} of {n_tasks} tasks (--max-tasks)")
+    leaders = None if methods else leading_methods(stored)
+    if leaders and len(set(stored["method"])) > len(leaders):
         print(
-            f"per-task figures for the first {max_tasks} of {n_tasks} tasks (--max-tasks raises it)"
+            f"per-task reliability figures: {', '.join(leaders)} (the leaderboard's top "
+            f"{TOP_METHODS} on log-loss, TS and uncal; --methods names others)"
         )
-    paths += task_figures(store, experiment, tasks, out_dir, formats, bands, bool(methods))
+    paths += task_figures(store, experiment, tasks, out_dir, formats, bands, bool(methods), leaders)
     if stored["dataset"].nunique() > 1:
         # Kull Fig. 3a: the CD diagram of p-cw-ECE wherever that test was recorded.
         shown = list(metrics) + [m for m in ("p_cw_ece",) if m in set(stored["metric"])]

@@ -33,17 +33,29 @@ def claims_section(experiment: str, results_dir) -> str:
         return f"## The papers' claims on {experiment}\n\nNone checked: {exc}"
 
 
-def leaderboard_section(experiment: str, results_dir, metrics) -> list[str]:
-    """Each metric's leaderboard (Markdown) with its win-rate figure, or why there is none."""
-    from calbench.plots.leaderboard import win_rate_figure
-    from calbench.tables.leaderboard import leaderboard, to_markdown
+def leaderboards(experiment: str, results_dir, metrics) -> dict:
+    """Metric -> its `Leaderboard`, or the reason there is none (a string): computed once
+    for both pages (the paired tests read every cell's predictions)."""
+    from calbench.tables.leaderboard import leaderboard
 
-    lines = ["## Leaderboards", ""]
+    boards = {}
     for metric in metrics:
         try:
-            board = leaderboard(results_dir, experiment, metric)
+            boards[metric] = leaderboard(results_dir, experiment, metric)
         except CalbenchError as exc:
-            lines += [f"No leaderboard on {metric}: {exc}", ""]
+            boards[metric] = str(exc)
+    return boards
+
+
+def leaderboard_section(results_dir, boards: dict) -> list[str]:
+    """Each metric's leaderboard (Markdown) with its win-rate figure, or why there is none."""
+    from calbench.plots.leaderboard import win_rate_figure
+    from calbench.tables.leaderboard import to_markdown
+
+    lines = ["## Leaderboards", ""]
+    for metric, board in boards.items():
+        if isinstance(board, str):
+            lines += [f"No leaderboard on {metric}: {board}", ""]
             continue
         lines += [to_markdown(board), ""]
         for path in win_rate_figure(board, Path(results_dir) / "leaderboards"):
@@ -52,10 +64,11 @@ def leaderboard_section(experiment: str, results_dir, metrics) -> list[str]:
 
 
 def write_report(
-    experiment: str, results_dir="results", intervals=None, metrics=("log_loss",)
+    experiment: str, results_dir="results", intervals=None, metrics=("log_loss",), boards=None
 ) -> Path:
     """The page of ``experiment``; with ``intervals`` (`BootstrapSettings`) its tables carry
-    bootstrap intervals and marks (`calbench tables --ci`); ``metrics``: its leaderboards."""
+    bootstrap intervals and marks (`calbench tables --ci`); its leaderboards: ``boards``
+    (`leaderboards`), else those of ``metrics``."""
     rows = experiment_rows(ResultStore(results_dir), experiment)
     results_dir = Path(results_dir)
     tables = write_tables(
@@ -80,7 +93,9 @@ def write_report(
         f"{rows.drop_duplicates(['config_hash', 'fold'])['fit_seconds'].sum():.1f} s.",
         "",
     ]
-    lines += leaderboard_section(experiment, results_dir, metrics)
+    if boards is None:
+        boards = leaderboards(experiment, results_dir, metrics)
+    lines += leaderboard_section(results_dir, boards)
     lines += ["## Tables", ""]
     for path in tables:
         lines += [path.read_text(), ""]

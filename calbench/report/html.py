@@ -42,25 +42,28 @@ class Section:
 
 
 def write_html_report(
-    experiment: str, results_dir="results", metrics=DEFAULT_METRICS, intervals=None
+    experiment: str, results_dir="results", metrics=DEFAULT_METRICS, intervals=None, boards=None
 ) -> Path:
     """Write the page of ``experiment`` (`BootstrapSettings` ``intervals``: its ranked tables
-    with intervals, as ``calbench tables --ci``) and return its path."""
+    with intervals, as ``calbench tables --ci``; ``boards``: its leaderboards, as
+    `calbench.report.leaderboards` gives them, else those of ``metrics``) and return its
+    path."""
     import jinja2
 
     import calbench
-    from calbench.report import claims_section
+    from calbench.report import claims_section, leaderboards
 
     store = ResultStore(results_dir)
     rows = experiment_rows(store, experiment)
     results_dir = Path(results_dir)
     cells = cell_table(rows)
+    boards = leaderboards(experiment, results_dir, metrics) if boards is None else boards
     sections = [
         Section("setup", "Set-up", setup_html(store, rows, cells)),
         Section(
             "leaderboards",
             "Leaderboards",
-            leaderboards_html(results_dir, experiment, rows, metrics),
+            leaderboards_html(results_dir, rows, boards),
         ),
         Section("tables", "Tables", tables_html(results_dir, experiment, intervals)),
         Section("claims", "Claims", markdown_html(claims_section(experiment, results_dir))),
@@ -304,23 +307,15 @@ _SORT_BY = {
 }
 
 
-def leaderboards_html(results_dir: Path, experiment: str, rows, metrics) -> str:
+def leaderboards_html(results_dir: Path, rows, boards: dict) -> str:
     from calbench.plots.leaderboard import leaderboard_cd_figure, win_rate_figure
-    from calbench.tables.leaderboard import (
-        caption,
-        display_frame,
-        few_blocks_caveat,
-        leaderboard,
-        task_values,
-    )
+    from calbench.tables.leaderboard import caption, display_frame, few_blocks_caveat, task_values
 
     parts = []
-    for metric in metrics:
+    for metric, board in boards.items():
         parts.append(f'<h3 id="leaderboard-{_slug(metric)}">{html.escape(metric)}</h3>')
-        try:
-            board = leaderboard(results_dir, experiment, metric)
-        except CalbenchError as exc:
-            parts.append(f'<p class="note">No leaderboard: {html.escape(str(exc))}</p>')
+        if isinstance(board, str):
+            parts.append(f'<p class="note">No leaderboard: {html.escape(board)}</p>')
             continue
         caveat = few_blocks_caveat(board)
         if caveat:

@@ -245,3 +245,16 @@ def binned_frequencies(scores, outcomes, indices, n_bins, binning="equal_width")
         with np.errstate(invalid="ignore", divide="ignore"):
             out.append((hits / counts)[:, 0, :n_bins])
     return np.concatenate(out)
+
+
+def binned_ece_replicates(scores, outcomes, indices, n_bins, binning="equal_width"):
+    """(B,): each resample's ECE of ``scores`` against ``outcomes`` in the fold's fixed
+    bins: the interval a reliability diagram prints beside its ECE."""
+    scores, outcomes = np.asarray(scores, dtype=np.float64), np.asarray(outcomes, np.float64)
+    sums = _fixed_bins(scores[:, None], (outcomes - scores)[:, None], n_bins, binning)
+    out = []
+    for part in _chunks(indices):
+        counts, gap = sums(_draw_counts(part, len(scores)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append(_ece(counts, np.abs(gap / counts), 1)[:, 0])
+    return np.concatenate(out)

@@ -1,5 +1,7 @@
 """Figures render headless to non-empty files; CD diagrams from a store."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -156,13 +158,15 @@ def test_figures_draw_every_named_method_and_say_which_they_leave_out(tmp_path, 
     with pytest.raises(CalbenchError, match=r"--methods: nosuch not stored .* its methods: beta"):
         write_figures("default", tmp_path, formats=["png"], methods=["ts", "nosuch"])
     write_figures("default", tmp_path, formats=["png"])
-    import re
+    from calbench.plots.write import leading_methods
 
-    said = re.search(
-        r"4 of 5 methods \((.*)\); left out: (\w+) \(--methods", capsys.readouterr().out
-    )
-    assert said and {*said[1].split(", "), said[2]} == set(methods)
-    assert said[1].startswith("uncal, ts")  # Valk's panels first
+    # By default the leaderboard's top three on log-loss, TS and uncal, on every task.
+    leaders = leading_methods(ResultStore(tmp_path).read("default"))
+    assert {"ts", "uncal"} <= set(leaders) and 3 <= len(leaders) <= 5
+    out = capsys.readouterr().out
+    if len(leaders) < len(methods):
+        said = re.search(r"\d of 5 methods \((.*)\); left out: (.*) \(--methods", out)
+        assert said and said[1].split(", ") == leaders
     paths = write_figures("default", tmp_path, formats=["png"], methods=methods)
     assert "left out" not in capsys.readouterr().out
     from matplotlib import image
@@ -226,3 +230,66 @@ def test_ece_variance_ticks_do_not_run_into_each_other(rng):
     }
     assert len(looks) == 14
     plt.close(fig)
+
+
+def test_the_scatter_says_which_network_each_point_is(rng):
+    """Several data sets: a marker per network and a legend naming each (issue 59)."""
+    import matplotlib.pyplot as plt
+
+    from calbench.plots.ks import ece_variance_scatter
+
+    table = pd.DataFrame(
+        {
+            "dataset": ["netA", "netA", "netB", "netB"],
+            "method": ["ts", "vs", "ts", "vs"],
+            "confidence_ece": rng.uniform(0.01, 0.05, 4),
+            "confidence_variance": rng.uniform(0.006, 0.025, 4),
+        }
+    )
+    fig, ax = plt.subplots()
+    ece_variance_scatter(ax, table)
+    shapes = [c.get_paths()[0].vertices.tobytes() for c in ax.collections]
+    colours = [tuple(c.get_facecolor()[0]) for c in ax.collections]
+    assert len(ax.collections) == 4
+    assert shapes[0] == shapes[2] != shapes[1] == shapes[3]  # (ts, netA), (ts, netB), ...
+    assert colours[0] == colours[1] != colours[2] == colours[3]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["ts", "vs", "data sets:", "netA", "netB"]
+    plt.close(fig)
+
+
+def test_reliability_panels_print_their_ece_and_its_interval(rng):
+    import matplotlib.pyplot as plt
+
+    from calbench.metrics import confidence_ece
+    from calbench.plots.reliability import reliability_diagram
+
+    z = rng.normal(size=(3000, 5)) * 2
+    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (rng.random((3000, 1)) > probs.cumsum(axis=1)).sum(axis=1).clip(0, 4)
+    fig, ax = plt.subplots()
+    reliability_diagram(ax, probs, y)
+    text = next(t.get_text() for t in ax.texts if t.get_text().startswith("ECE"))
+    ece, low, high = map(float, re.findall(r"[0-9]+\.[0-9]+", text))
+    assert ece == pytest.approx(
+        confidence_ece(probs, y, n_bins=10, binning="equal_width"), abs=5e-5
+    )
+    assert low < high and "95% [" in text
+    plt.close(fig)
+
+
+def test_per_task_figures_show_the_leaders_ts_and_uncal_on_every_task():
+    from calbench.plots.write import leading_methods
+
+    values = {  # log-loss; mean ranks: sms 1, dir 2.5, ms 2.5, vs 4, ts 5, uncal 6
+        "a": {"sms": 0.1, "dir": 0.2, "ms": 0.3, "vs": 0.4, "ts": 0.5, "uncal": 0.6},
+        "b": {"sms": 0.1, "dir": 0.3, "ms": 0.2, "vs": 0.4, "ts": 0.5, "uncal": 0.6},
+    }
+    rows = pd.DataFrame(
+        [
+            store_row(dataset=d, method=m, metric="log_loss", value=v, config_hash=f"{d}{m}")
+            for d, by_method in values.items()
+            for m, v in by_method.items()
+        ]
+    )
+    assert leading_methods(rows) == ["sms", "dir", "ms", "ts", "uncal"]
