@@ -28,7 +28,12 @@ import pandas as pd
 from calbench.errors import CalbenchError, check_choice
 from calbench.stats.ranks import friedman, task_ranks
 from calbench.tables.generic import task_rows
-from calbench.tables.ranking import average_ranks, rank_row
+from calbench.tables.ranking import (
+    AVERAGE_RANKS_NOTE,
+    SHOWN_RANKS_NOTE,
+    average_ranks,
+    rank_row,
+)
 
 
 @dataclass
@@ -203,6 +208,8 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
     info_labels, info_values, info_decimals = _info_columns(spec, rows, datasets)
     blank = np.full((len(datasets), len(info_labels)), np.nan)
     title = spec.get("title", spec["name"])
+    if spec.get("show_ranks", True):
+        title += " " + SHOWN_RANKS_NOTE
     complete = pd.DataFrame(values, index=datasets, columns=list(columns)).dropna()
     if spec.get("friedman") and len(complete) >= 2 and complete.shape[1] >= 3:
         test = friedman(complete, higher)
@@ -250,7 +257,7 @@ def ranks_by_group(spec: dict, rows: pd.DataFrame, direction) -> RankedTable:
     order = [g for g in labels if g in by_group.index]
     missing += [f"{group} {g}" for g in labels if g not in by_group.index]
     values = np.vstack([by_group.loc[order].to_numpy(), ranks.mean().to_numpy()[None, :]])
-    title = spec.get("title", spec["name"])
+    title = spec.get("title", spec["name"]) + " " + AVERAGE_RANKS_NOTE
     if len(means) >= 2 and len(columns) >= 3:
         test = friedman(means, higher)
         title += f" Friedman test over {test.n_tasks} tasks: p = {test.p_value:.3g}."

@@ -6,6 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+#: What a table's caption says of its ranks (issue 59: say which convention each uses).
+SHOWN_RANKS_NOTE = (
+    "Ranks: ties on the shown values share the best rank (1, 1, 3), as the papers print "
+    "them; the Friedman test ranks the unrounded values, ties at their average (1.5, 1.5, 3)."
+)
+AVERAGE_RANKS_NOTE = "Ranks per task: ties at their average (1.5, 1.5, 3), as the Friedman test's."
+
 
 def rank_row(values, higher_is_better: bool, decimals: int) -> np.ndarray:
     """Ranks of one row; NaN (missing or unranked) values get NaN."""
