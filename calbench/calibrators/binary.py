@@ -67,6 +67,12 @@ class OneVsRestCalibrator(Calibrator):
         return renormalised(self._binary_outputs(self._scores(logits)))
 
 
+def binary_columns(k: int) -> list[int]:
+    """The classes a binary method is fitted on: class 1 of two, else each against the rest
+    (rows then `renormalised`), as CalArena applies its binary methods."""
+    return [1] if k == 2 else list(range(k))
+
+
 def renormalised(out: np.ndarray) -> np.ndarray:
     """One-vs-rest outputs (n, k) divided by their row sums; an all-zero row uniform."""
     sums = out.sum(axis=1, keepdims=True)

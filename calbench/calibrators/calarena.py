@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import warnings
 
 import numpy as np
 from scipy.special import gammaln
@@ -40,7 +41,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import StratifiedKFold
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.binary import OneVsRestCalibrator
+from calbench.calibrators.binary import OneVsRestCalibrator, binary_columns, renormalised
 from calbench.calibrators.constraints import POSITIVE, AutoOr, Choice
 from calbench.errors import CalbenchError
 from calbench.simplex import float32_softmax
@@ -407,6 +408,59 @@ class LucenaSpline(Calibrator):
             return probs.astype(np.float64)
         out = np.asarray(self.model_.calibrate(probs), dtype=np.float64)
         return out / out.sum(axis=1, keepdims=True)
+
+
+class NetcalENIR(Calibrator):
+    """ENIR, the ensemble of near-isotonic regressions (Naeini and Cooper 2016), as netcal's
+    ``ENIR`` and as CalArena runs it (probmetrics' ``NetcalENIRCalibrator``): on class 1's
+    float32 probability; where netcal's fit fails (it does on separable data, AUC = 1),
+    isotonic regression instead, with a warning, and ``fallback_`` says so. With more
+    classes one ENIR per class against the rest, rows renormalised, clipped into [0, 1].
+
+    Parameters
+    ----------
+    None
+    """
+
+    input_kind = "probabilities"
+    _certainty = "possible"
+
+    def _fit(self, logits, y):
+        optional_module("netcal")
+        enir = importlib.import_module("netcal.binning.ENIR")
+        probs = calarena_probabilities(logits)
+        self.models_, self.fallback_ = [], []
+        for c in binary_columns(probs.shape[1]):
+            scores, hits = probs[:, c], (y == c).astype(np.int64)
+            try:
+                model, fallback = enir.ENIR().fit(scores, hits), False
+            except Exception as exc:  # noqa: BLE001 (CalArena falls back on any failure)
+                warnings.warn(
+                    f"netcal's ENIR failed on class {c} ({type(exc).__name__}: {exc}); "
+                    "isotonic regression instead, as CalArena falls back.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                model = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0)
+                model, fallback = model.fit(scores, hits), True
+            self.models_.append(model)
+            self.fallback_.append(fallback)
+
+    def _predict_proba(self, logits):
+        probs = calarena_probabilities(logits)
+        k = probs.shape[1]
+        mapped = np.column_stack(
+            [
+                model.predict(probs[:, c]) if fallback else model.transform(probs[:, c])
+                for c, model, fallback in zip(
+                    binary_columns(k), self.models_, self.fallback_, strict=True
+                )
+            ]
+        ).astype(np.float64)
+        mapped = np.clip(np.nan_to_num(mapped), 0.0, 1.0)
+        if k == 2:
+            return np.column_stack([1.0 - mapped[:, 0], mapped[:, 0]])
+        return renormalised(mapped)
 
 
 class NetcalBBQ(Calibrator):

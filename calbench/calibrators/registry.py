@@ -28,6 +28,7 @@ from calbench.calibrators.calarena import (
     DirichletKernel,
     LucenaSpline,
     NetcalBBQ,
+    NetcalENIR,
     PriorFallbackBinning,
 )
 from calbench.calibrators.composition import Composition
@@ -48,7 +49,7 @@ from calbench.calibrators.scaling import (
     VectorScaling,
 )
 from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
-from calbench.calibrators.spline import SplineCalibrator
+from calbench.calibrators.spline import CDFSpline, SplineCalibrator
 from calbench.calibrators.structured import StructuredScaling
 from calbench.calibrators.top_versus_all import TopVersusAll
 from calbench.calibrators.venn_abers import VennAbersCalibrator
@@ -101,6 +102,9 @@ LIBRARY_CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "platt_probs": (LogitScaling, {"features": "affine_probability"}),
     "quadratic": (LogitScaling, {"features": "quadratic"}),
     "scaling_binning": (ScalingBinning, {}),
+    "cdf_spline": (CDFSpline, {}),
+    "cdf_spline_calarena": (CDFSpline, {"reference_code": True}),
+    "enir": (NetcalENIR, {}),
 }
 
 

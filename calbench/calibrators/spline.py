@@ -31,6 +31,8 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from calbench import numpy1_order
+from calbench.calibrators.base import Calibrator
+from calbench.calibrators.binary import binary_columns, renormalised
 from calbench.calibrators.bounds import PseudoCountBound
 from calbench.calibrators.constraints import Flag, NoneOr, Number
 from calbench.errors import CalbenchError, check_int
@@ -339,3 +341,67 @@ def _place(out, members, share, rest, total) -> np.ndarray:
         )
         np.put_along_axis(out, rest, filled, axis=1)
     return out
+
+
+class CDFSpline(Calibrator):
+    """Gupta et al.'s spline recalibration (`fit_gap_spline`) of class 1's probability
+    against the label: CalArena's binary ``CDF-Spline`` (probmetrics'
+    ``CDFSplineCalibrator``). A new score is mapped by linear interpolation between the
+    calibration scores, the end values beyond them, and clipped to [0, 1]; with more
+    classes each class's probability against the rest, rows renormalised, as CalArena
+    applies its binary methods.
+
+    Parameters
+    ----------
+    n_knots : int
+        Equally spaced knots of the natural cubic spline (probmetrics' ``splines=6``).
+    reference_code : bool
+        Follow probmetrics' code where it differs: float32 probabilities
+        (`calbench.calibrators.calarena.calarena_probabilities`) summed in float32, tied
+        scores in the order numpy's default sort gives them, no clipping but a floor of
+        1e-30 before a one-vs-rest renormalisation (the method
+        ``cdf_spline_calarena``). On tie-free scores both agree to 1e-5; where many scores
+        tie (float32 probabilities at their floor) the order of the ties moves the spline,
+        by up to 1e-3 on the tests' 4-class task.
+    """
+
+    input_kind = "probabilities"
+    _certainty = "possible"
+    _parameter_constraints = {"reference_code": Flag()}
+
+    def __init__(self, n_knots=6, reference_code=False):
+        self.n_knots = n_knots
+        self.reference_code = reference_code
+
+    def _probabilities(self, logits):
+        if self.reference_code:
+            from calbench.calibrators.calarena import calarena_probabilities
+
+            return calarena_probabilities(logits)
+        return softmax(logits)
+
+    def _fit(self, logits, y):
+        n_knots = check_int(self.n_knots, "n_knots", "cdf_spline", minimum=2)
+        probs = self._probabilities(logits)
+        options = {"argsort": np.argsort, "float32_sums": True} if self.reference_code else {}
+        self.maps_ = [
+            fit_gap_spline(probs[:, c], (y == c).astype(np.float64), n_knots, **options)[:2]
+            for c in binary_columns(probs.shape[1])
+        ]
+
+    def _predict_proba(self, logits):
+        probs = self._probabilities(logits)
+        k = probs.shape[1]
+        mapped = np.column_stack(
+            [
+                np.interp(probs[:, c], scores, values)
+                for c, (scores, values) in zip(binary_columns(k), self.maps_, strict=True)
+            ]
+        )
+        if not self.reference_code:
+            mapped = np.clip(mapped, 0.0, 1.0)
+        elif k > 2:  # probmetrics' one-vs-rest floors each class at 1e-30, then renormalises
+            mapped = np.clip(mapped, 1e-30, None)
+        if k == 2:
+            return np.column_stack([1.0 - mapped[:, 0], mapped[:, 0]])
+        return renormalised(mapped)

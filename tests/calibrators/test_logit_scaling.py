@@ -1,6 +1,7 @@
-"""CalArena's binary logistic maps against their references: probmetrics'
-BinaryLogisticCalibrator (Platt on the logit, quadratic) and scikit-learn's sigmoid
-calibration (Platt on the probability, with Platt's targets)."""
+"""CalArena's binary methods against their references: probmetrics' BinaryLogisticCalibrator
+(Platt on the logit, quadratic), scikit-learn's sigmoid calibration (Platt on the
+probability, with Platt's targets), Kumar et al.'s scaling-binning, probmetrics'
+CDFSplineCalibrator and netcal's ENIR as CalArena runs it."""
 
 import numpy as np
 import pytest
@@ -75,3 +76,57 @@ def test_scaling_binning_equals_kumar_et_als_platt_binner(rng):
     predicted = ours.predict_proba(np.log(test))[:, 1]
     np.testing.assert_allclose(predicted, theirs.calibrate(test[:, 1]), atol=1e-4)
     assert len(np.unique(predicted)) <= 10
+
+
+def _float32_binary(rng, n=3000):
+    """`_binary` as CalArena stores a task: float32 probabilities (their logits for ours)."""
+    probs, y = _binary(rng, n)
+    p1 = probs[:, 1].astype(np.float32)
+    return np.column_stack([1 - p1, p1]).astype(np.float32), y
+
+
+def test_cdf_spline_equals_probmetrics(rng):
+    """Gupta's spline on class 1's probability, as CalArena's CDF-Spline fits it; probmetrics
+    sums the scores in float32, hence the 1e-5."""
+    from probmetrics.calibrators import CDFSplineCalibrator
+
+    probs, y = _float32_binary(rng)
+    cal, test = slice(0, 2000), slice(2000, None)
+    reference = CDFSplineCalibrator().fit(probs[cal], y[cal])
+    theirs = np.clip(np.asarray(reference.predict_proba(probs[test]), dtype=np.float64), 0, 1)
+    x = np.log(probs.astype(np.float64))
+    ours = make_calibrator("cdf_spline").fit(x[cal], y[cal]).predict_proba(x[test])
+    np.testing.assert_allclose(ours[:, 1], theirs[:, 1], atol=1e-5)
+    np.testing.assert_allclose(ours.sum(axis=1), 1.0)
+    # A calibrating map: it moves the over-confident scores towards the labels.
+    from calbench.metrics import log_loss
+
+    assert log_loss(ours, y[test]) < log_loss(probs[test].astype(np.float64), y[test]) - 0.01
+
+
+def test_enir_equals_netcal_as_calarena_runs_it(rng):
+    from probmetrics.calibrators import NetcalENIRCalibrator
+
+    probs, y = _float32_binary(rng, 1500)
+    cal, test = slice(0, 1000), slice(1000, None)
+    reference = NetcalENIRCalibrator().fit(probs[cal], y[cal])
+    theirs = np.asarray(reference.predict_proba(probs[test]), dtype=np.float64)
+    x = np.log(probs.astype(np.float64))
+    model = make_calibrator("enir").fit(x[cal], y[cal])
+    assert model.fallback_ == [False]
+    np.testing.assert_allclose(model.predict_proba(x[test]), theirs, atol=1e-6)
+
+
+def test_enir_falls_back_to_isotonic_regression_on_separable_data():
+    """netcal's ENIR fails where the scores separate the classes (AUC = 1); CalArena then
+    fits isotonic regression, and so does calbench, saying so."""
+    from sklearn.isotonic import IsotonicRegression
+
+    p1 = np.linspace(0.01, 0.99, 200).astype(np.float32)
+    y = (p1 > 0.5).astype(int)
+    x = np.log(np.column_stack([1 - p1, p1]).astype(np.float64))
+    with pytest.warns(RuntimeWarning, match="isotonic regression instead"):
+        model = make_calibrator("enir").fit(x, y)
+    assert model.fallback_ == [True]
+    expected = IsotonicRegression(out_of_bounds="clip").fit(p1, y).predict(p1)
+    np.testing.assert_allclose(model.predict_proba(x)[:, 1], expected, atol=1e-7)

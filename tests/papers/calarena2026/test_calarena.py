@@ -74,6 +74,12 @@ REFERENCES = {
     "catboost": (lambda: pc.CatBoostCalibrator(), 1e-9),
     "spline_lucena": (lambda: pc.MLISplineCalibrator(), 1e-9),
     "bbq": (lambda: pc.NetcalBBQCalibrator(), 1e-9),
+    # CalArena's binary methods on a 4-class task: one per class against the rest
+    "cdf_spline_calarena": (
+        lambda: pc.MulticlassOneVsRestCalibrator(pc.CDFSplineCalibrator()),
+        1e-9,
+    ),
+    "enir": (lambda: pc.MulticlassOneVsRestCalibrator(pc.NetcalENIRCalibrator()), 1e-6),
     # float32 torchmin runs, replayed on the same float32 inputs
     "ms_calarena": (lambda: pc.MatrixScalingCalibrator(), 1e-5),
     "sms_calarena": (lambda: pc.SMSCalibrator(), 1e-5),
