@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from calbench.errors import CalbenchError
 from calbench.plots.ks import ks_curves
 from calbench.plots.reliability import (
     figure_legend,
@@ -49,6 +50,15 @@ class Task:
     @property
     def label(self) -> str:
         return self.dataset if self.classifier == "none" else f"{self.dataset} x {self.classifier}"
+
+    def class_names(self, store: ResultStore) -> list[str] | None:
+        """The data set's class names where it has them (a user's npz with
+        ``class_names``, the UCI sets), read from its stored config; None where it has none
+        or its files are no longer where the config says."""
+        try:
+            return load_configured_dataset(store.config(self.config_hash)["dataset"]).class_names
+        except (CalbenchError, KeyError, OSError):
+            return None
 
     def pooled(self, method: str) -> tuple[np.ndarray, np.ndarray]:
         """A method's test predictions and labels over all its folds."""
@@ -197,18 +207,20 @@ def _finish(fig, title: str, legend_from=None) -> None:
 
 
 def reliability_figures(
-    experiment, task: Task, out_dir, formats, stem, bands=None, shown=None
+    experiment, task: Task, out_dir, formats, stem, bands=None, shown=None, first_class=None
 ) -> list[Path]:
     """Confidence and class-1 reliability diagrams (with ``bands``, a `BootstrapSettings`:
-    each bar's bootstrap interval), smoothed reliability diagrams and KS graphs of the
-    ``shown`` methods (default: `reliability_methods`), at most `PANELS_PER_ROW` a row."""
+    each bar's bootstrap interval; ``first_class``: that class's name), smoothed reliability
+    diagrams and KS graphs of the ``shown`` methods (default: `reliability_methods`), at
+    most `PANELS_PER_ROW` a row."""
+    named = "class 1" if first_class is None else f"class 1 ({first_class})"
     shown = shown or reliability_methods(task)[0]
     pooled = {m: task.pooled(m) for m in shown}  # stacked once for the three figures
     title = f"{experiment}: {task.label}"
     fig, panels = _method_panels(len(shown), 2, 3.3)
     for method, axes in zip(shown, panels, strict=True):
         probs, y = pooled[method]
-        for ax, (index, what) in zip(axes, [(None, "confidence"), (0, "class 1")], strict=True):
+        for ax, (index, what) in zip(axes, [(None, "confidence"), (0, named)], strict=True):
             reliability_diagram(
                 ax,
                 probs,
@@ -217,11 +229,12 @@ def reliability_figures(
                 title=f"{method}: {what}",
                 bands=bands,
                 legend=False,
+                class_name=first_class,
             )
     _finish(
         fig,
         f"{title}: reliability diagrams, 10 equal-width bins (each method: the confidence "
-        "above, class 1 below)",
+        f"above, {named} below)",
         panels[0][0],
     )
     paths = save_figure(fig, out_dir, f"{stem}_reliability", formats)
@@ -259,5 +272,8 @@ def task_figures(
                 f"{len(shown) + len(left_out)} methods ({', '.join(shown)}); left out: "
                 f"{', '.join(left_out)} (--methods names the ones to draw, any number)"
             )
-        paths += reliability_figures(experiment, task, out_dir, formats, stem, bands, shown)
+        names = task.class_names(store)
+        paths += reliability_figures(
+            experiment, task, out_dir, formats, stem, bands, shown, names[0] if names else None
+        )
     return paths

@@ -10,12 +10,12 @@ from matplotlib.collections import LineCollection
 
 from calbench.metrics.binned import bin_statistics
 from calbench.metrics.smooth import smoothed_reliability
-from calbench.stats.bootstrap import BootstrapSettings, fold_indices
+from calbench.stats.bootstrap import BootstrapSettings, fold_indices, interval
 from calbench.stats.resampled import binned_ece_replicates, binned_frequencies
 
 
 def reliability_diagram(
-    ax, probs, y, n_bins=10, class_index=None, title="", bands=None, legend=True
+    ax, probs, y, n_bins=10, class_index=None, title="", bands=None, legend=True, class_name=None
 ):
     """Confidence reliability (``class_index=None``) or class-j reliability on ``ax``.
 
@@ -34,7 +34,7 @@ def reliability_diagram(
     else:
         scores = probs[:, class_index]
         outcomes = (np.asarray(y) == class_index).astype(float)
-        ylabel = f"frequency of class {class_index + 1}"
+        ylabel = f"frequency of {class_name or f'class {class_index + 1}'}"
     counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, "equal_width")
     centres = (np.arange(n_bins) + 0.5) / n_bins
     filled = counts > 0
@@ -76,7 +76,7 @@ def reliability_diagram(
     ax.text(
         0.03,
         0.97,
-        f"ECE {ece:.4f}\n{level:g}% [{low:.4f}, {high:.4f}]",
+        f"ECE {ece:.4f}\n{level:g}% [{low:.4f}, {high:.4f}] (recentred)",
         transform=ax.transAxes,
         va="top",
         fontsize=7,
@@ -86,7 +86,13 @@ def reliability_diagram(
         ax.text(c, 1.01, f"{int(n)}", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_xlabel("confidence" if class_index is None else f"predicted p{class_index + 1}")
+    ax.set_xlabel(
+        "confidence"
+        if class_index is None
+        else f"predicted p({class_name})"
+        if class_name
+        else f"predicted p{class_index + 1}"
+    )
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9, pad=30)
     ax.plot([], [], " ", label="top: n per bin")
@@ -102,15 +108,17 @@ def figure_legend(fig, ax) -> None:
 
 
 def binned_ece(scores, outcomes, y, n_bins, settings) -> tuple[float, float, float]:
-    """The diagram's ECE (its bins' count-weighted gaps) and its percentile interval over
-    the tables' resampled test sets (`fold_indices`, stratified by label)."""
+    """The diagram's ECE (its bins' count-weighted gaps) and its interval over the tables'
+    resampled test sets (`fold_indices`, stratified by label), recentred on the estimate:
+    a binned error grows under resampling, so the plain percentile interval can lie wholly
+    above the ECE it belongs to (`calbench.stats.bootstrap.INTERVALS`)."""
     counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, "equal_width")
     filled = counts > 0
     ece = float((counts[filled] * np.abs(mean_score - mean_outcome)[filled]).sum() / len(scores))
     drawn = fold_indices(np.asarray(y), settings.resamples, settings.seed, settings.stratify)
     replicates = binned_ece_replicates(scores, outcomes, drawn, n_bins)
-    low, high = np.quantile(replicates, [settings.alpha / 2, 1 - settings.alpha / 2])
-    return ece, float(low), float(high)
+    low, high = interval(replicates, ece, settings.alpha, "recentred")
+    return ece, low, high
 
 
 def _frequency_band(scores, outcomes, y, n_bins, settings):
