@@ -21,7 +21,11 @@ from calbench.simplex import TINY, softmax
 
 
 class OneVsRestCalibrator(Calibrator):
-    """Fits ``_fit_binary`` per class; ``_apply_binary`` maps scores of one class."""
+    """Fits ``_fit_binary`` per class; ``_apply_binary`` maps scores of one class. On a
+    two-class task one map, class 1's, and class 0 its complement: the binary calibration
+    the binary methods were made for, as CalArena applies them (a map per class, then
+    renormalised, moved its cv-binary numbers: Hist-quantile's Brier 0.022836 against its
+    0.022773 on DenseNet-40's animals against machines)."""
 
     input_kind = "probabilities"
 
@@ -33,17 +37,20 @@ class OneVsRestCalibrator(Calibrator):
         probs = self._scores(logits)
         self.maps_ = [
             self._fit_binary(probs[:, j], (y == j).astype(np.float64))
-            for j in range(probs.shape[1])
+            for j in binary_columns(probs.shape[1])
         ]
 
     def _binary_outputs(self, probs):
-        """Each class's map on its own column, before renormalising."""
-        return np.column_stack(
+        """Each class's map on its own column, before renormalising (two classes: class 1's
+        map and its complement)."""
+        columns = binary_columns(probs.shape[1])
+        out = np.column_stack(
             [
                 np.clip(self._apply_binary(m, probs[:, j]), 0.0, 1.0)
-                for j, m in enumerate(self.maps_)
+                for j, m in zip(columns, self.maps_, strict=True)
             ]
         )
+        return np.column_stack([1.0 - out[:, 0], out[:, 0]]) if len(columns) == 1 else out
 
     @staticmethod
     def combine_per_class(models, logits, y, clip=1e-15):
@@ -59,6 +66,8 @@ class OneVsRestCalibrator(Calibrator):
             q = np.clip(model._binary_outputs(probs), clip, 1 - clip)
             losses.append(-np.where(outcomes, np.log(q), np.log1p(-q)).mean(axis=0))
         best = np.argmin(losses, axis=0)
+        if k == 2:  # one map, class 1's: chosen on class 1's column
+            best = best[1:]
         combined = copy.deepcopy(models[0])
         combined.maps_ = [models[b].maps_[j] for j, b in enumerate(best)]
         return combined, [int(b) for b in best]

@@ -358,8 +358,8 @@ class CDFSpline(Calibrator):
     reference_code : bool
         Follow probmetrics' code where it differs: float32 probabilities
         (`calbench.calibrators.calarena.calarena_probabilities`) summed in float32, tied
-        scores in the order numpy's default sort gives them, no clipping but a floor of
-        1e-30 before a one-vs-rest renormalisation (the method
+        scores in the order numpy's default sort gives them, and beyond two classes a floor
+        of 1e-30 in place of the clipping before the renormalisation (the method
         ``cdf_spline_calarena``). On tie-free scores both agree to 1e-5; where many scores
         tie (float32 probabilities at their floor) the order of the ties moves the spline,
         by up to 1e-3 on the tests' 4-class task.
@@ -398,10 +398,11 @@ class CDFSpline(Calibrator):
                 for c, (scores, values) in zip(binary_columns(k), self.maps_, strict=True)
             ]
         )
-        if not self.reference_code:
-            mapped = np.clip(mapped, 0.0, 1.0)
-        elif k > 2:  # probmetrics' one-vs-rest floors each class at 1e-30, then renormalises
+        if k > 2 and self.reference_code:
+            # probmetrics' one-vs-rest floors each class at 1e-30, then renormalises.
             mapped = np.clip(mapped, 1e-30, None)
+        else:  # the spline's overshoot beyond the calibration scores' range
+            mapped = np.clip(mapped, 0.0, 1.0)
         if k == 2:
             return np.column_stack([1.0 - mapped[:, 0], mapped[:, 0]])
         return renormalised(mapped)

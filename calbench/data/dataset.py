@@ -110,12 +110,52 @@ class Dataset:
     def as_float32_probabilities(self) -> Dataset:
         """This set as a benchmark storing float32 probabilities holds it (CalArena's HDF5
         files): ``ln p`` of `calbench.simplex.float32_softmax`, so methods on logits see
-        log-probabilities and methods on probabilities see the stored float32 values."""
+        log-probabilities and methods on probabilities see the stored float32 values. A
+        binary benchmark stores class 1's probability alone, its sigmoid in float32, and
+        class 0's is its complement, 0 where class 1's rounds to 1 (CalArena's cv-binary)."""
+
+        def stored(z):
+            if z.shape[1] != 2:
+                return float32_softmax(z)
+            gap = (z[:, 1] - z[:, 0]).astype(np.float32)
+            with np.errstate(over="ignore"):
+                p1 = np.float32(1) / (np.float32(1) + np.exp(-gap))
+            return np.column_stack([np.float32(1) - p1, p1])
+
         return dataclasses.replace(
             self,
-            logits_cal=probs_to_logits(float32_softmax(self.logits_cal)),
-            logits_test=probs_to_logits(float32_softmax(self.logits_test)),
+            logits_cal=probs_to_logits(stored(self.logits_cal)),
+            logits_test=probs_to_logits(stored(self.logits_test)),
             is_logits=False,
+        )
+
+    def as_binary(self, positive, names=None) -> Dataset:
+        """This set as a two-class task: class 1 the ``positive`` classes, class 0 the rest,
+        with logits ``(logsumexp(z_rest), logsumexp(z_positive))``, so that class 1's
+        probability is the total of its classes' (CalArena's cv-binary CIFAR-10: animals,
+        classes 2-7, against machines). ``names``: the two classes' names."""
+        from scipy.special import logsumexp
+
+        k = self.n_classes
+        chosen = sorted({int(c) for c in positive})
+        if not chosen or chosen[0] < 0 or chosen[-1] >= k or len(chosen) == k:
+            raise CalbenchError(
+                f"{self.source or self.name}: binary.positive must name some but not all of "
+                f"the classes 0..{k - 1}; got {list(positive)}."
+            )
+        rest = [c for c in range(k) if c not in chosen]
+
+        def grouped(z):
+            return np.column_stack([logsumexp(z[:, rest], axis=1), logsumexp(z[:, chosen], axis=1)])
+
+        return dataclasses.replace(
+            self,
+            logits_cal=grouped(self.logits_cal),
+            y_cal=np.isin(self.y_cal, chosen).astype(np.int64),
+            logits_test=grouped(self.logits_test),
+            y_test=np.isin(self.y_test, chosen).astype(np.int64),
+            true_map=None,
+            class_names=list(names) if names is not None else None,
         )
 
     @property

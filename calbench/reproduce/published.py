@@ -60,6 +60,9 @@ def _read_all(_packs: tuple) -> pd.DataFrame:
     # A benchmark's rows for networks calbench does not register (CalArena's) have no data
     # set: transcribed for their checksums, never compared.
     table = table[table["dataset"] != ""]
+    # An empty value is a number the source left blank (CalArena's CDF-Spline log-losses:
+    # NaN, its unclipped probabilities reaching above 1): nothing to compare.
+    table = table[table["value"] != ""]
     table["spec"] = table["spec"].fillna("") if "spec" in table else ""
     table["decimals"] = table["value"].map(decimals_of)
     table["printed"] = table["value"].astype(float)

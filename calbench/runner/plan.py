@@ -67,7 +67,7 @@ def _loader_options(loader: str):
 
 
 #: The dataset config's keys the plan reads itself; every other key is a loader parameter.
-PLAN_DATASET_KEYS = frozenset({"loader", "name", "registry", "float32_probabilities"})
+PLAN_DATASET_KEYS = frozenset({"loader", "name", "registry", "float32_probabilities", "binary"})
 
 
 def load_configured_dataset(dataset: dict) -> Dataset:
@@ -77,6 +77,8 @@ def load_configured_dataset(dataset: dict) -> Dataset:
     registry = options.pop("registry", None) or {}
     # CalArena's HDF5 files hold float32 probabilities; its methods see those, not logits.
     float32_probabilities = bool(options.pop("float32_probabilities", False))
+    # A two-class task of a multiclass set (``{positive: [...], names: [...]}``).
+    binary = options.pop("binary", None)
     loader = options.pop("loader")
     sums = [f.get("sha256") for f in registry.get("files") or []]
     if sums and all(sums) and "sha256" in _loader_options(loader):
@@ -88,6 +90,8 @@ def load_configured_dataset(dataset: dict) -> Dataset:
     loaded = load_dataset(loader, **options)
     if display_name:
         loaded.name = display_name
+    if binary:
+        loaded = loaded.as_binary(**binary)
     return loaded.as_float32_probabilities() if float32_probabilities else loaded
 
 

@@ -18,7 +18,11 @@ from pathlib import Path
 import pandas as pd
 
 #: CalArena's result folders -> the calbench preset that reruns them.
-BENCHMARKS = {"cv-multiclass": "calarena_cv", "imagenet-multiclass": "calarena_imagenet"}
+BENCHMARKS = {
+    "cv-multiclass": "calarena_cv",
+    "imagenet-multiclass": "calarena_imagenet",
+    "cv-binary": "calarena_cv_binary",
+}
 
 #: CalArena's method names -> calbench's method for its definition.
 METHODS = {
@@ -41,6 +45,14 @@ METHODS = {
     "XGBoost": "xgboost",
     "LightGBM": "lightgbm",
     "CatBoost": "catboost",
+    # the binary track's own methods
+    "Beta": "beta",
+    "CDF-Spline": "cdf_spline_calarena",
+    "ENIR": "enir",
+    "Platt-logits": "platt_logits",
+    "Platt-probs": "platt_probs",
+    "Quadratic": "quadratic",
+    "Scaling-Binning": "scaling_binning",
 }
 
 #: Where calbench defines the method otherwise (for a paper, or as its own better fit): that
@@ -57,13 +69,29 @@ OWN_VARIANTS = {
     "Kernel": "kernel_dir",
 }
 
-#: CalArena's metric columns -> calbench's metric (conf/metrics/calarena.yaml).
+#: CalArena's metric columns -> calbench's metric (conf/metrics/calarena.yaml), in its
+#: files' order.
 METRICS = {
     "brier": "brier",
     "logloss": "log_loss_float32",
     "ece-15": "confidence_ece",
     "accuracy": "accuracy",
 }
+#: The binary benchmarks' columns (conf/metrics/calarena_binary.yaml): torchmetrics' binary
+#: ECE is class 1's binned error, calbench's classwise ECE of two classes.
+BINARY_METRICS = {
+    "brier": "brier",
+    "logloss": "log_loss_float32",
+    "kuiper": "kuiper_error",
+    "ece-15": "classwise_ece",
+    "accuracy": "accuracy",
+}
+
+
+def metrics_of(benchmark: str) -> dict:
+    """A benchmark's metric columns -> calbench's metrics."""
+    return BINARY_METRICS if benchmark.endswith("-binary") else METRICS
+
 
 #: CalArena's per-task columns, kept as ``source_*`` so the source files can be rebuilt.
 SOURCE_COLUMNS = {
@@ -91,8 +119,15 @@ def calbench_dataset(dataset: str, model: str) -> str:
 PUBLISHED = Path(__file__).parent / "published"
 
 
+#: The transcriptions, one per problem type (`scripts/transcribe_calarena.py`).
+PUBLISHED_FILES = ("calarena2026_multiclass.csv", "calarena2026_binary.csv")
+
+
 def published_rows() -> pd.DataFrame:
-    return pd.read_csv(PUBLISHED / "calarena2026_multiclass.csv", dtype=str, keep_default_na=False)
+    return pd.concat(
+        [pd.read_csv(PUBLISHED / f, dtype=str, keep_default_na=False) for f in PUBLISHED_FILES],
+        ignore_index=True,
+    )
 
 
 def sources() -> dict:
@@ -103,18 +138,16 @@ def sources() -> dict:
 def rebuild_source(rows: pd.DataFrame, benchmark: str, method: str) -> bytes:
     """CalArena's ``results/BENCHMARK/METHOD.csv`` as it was read, from the transcription."""
     part = rows[(rows["table"] == benchmark) & (rows["column"] == method)]
-    lines = [
-        ",".join(
-            [*SOURCE_COLUMNS, *(f"{method}_{m}" for m in METRICS), f"{method}_time"],
-        )
-    ]
+    metrics = metrics_of(benchmark)
+    columns = [c for c in SOURCE_COLUMNS if c != "n_classes" or not benchmark.endswith("-binary")]
+    lines = [",".join([*columns, *(f"{method}_{m}" for m in metrics), f"{method}_time"])]
     for _, task in part.groupby(["source_dataset", "source_model"], sort=False):
         first = task.iloc[0]
         values = task.set_index("metric")["value"]
         lines.append(
             ",".join(
-                [first[c] for c in SOURCE_COLUMNS.values()]
-                + [values[METRICS[m]] for m in METRICS]
+                [first[SOURCE_COLUMNS[c]] for c in columns]
+                + [values[metrics[m]] for m in metrics]
                 + [first["seconds"]]
             )
         )

@@ -206,18 +206,20 @@ def test_a_missing_optional_package_gets_one_clear_error(monkeypatch):
 
 def test_the_transcription_rebuilds_calarenas_files_byte_for_byte():
     """Every transcribed source file, rebuilt from calbench's rows, has the SHA-256 recorded
-    when it was read from probkit/CalArena (commit a0afa15); 19 cv and 9 ImageNet methods."""
+    when it was read from probkit/CalArena (commit a0afa15); 19 cv and 9 ImageNet multiclass
+    methods, 20 cv binary ones."""
     rows = published_rows()
     files = sources()
     assert sum(name.startswith("cv-multiclass/") for name in files) == 19
     assert sum(name.startswith("imagenet-multiclass/") for name in files) == 9
+    assert sum(name.startswith("cv-binary/") for name in files) == 20
     for name, source in files.items():
         benchmark, method = name.removesuffix(".csv").split("/")
         assert method in METHODS
         data = rebuild_source(rows, benchmark, method)
         assert data.count(b"\n") == source["rows"] + 1
         assert hashlib.sha256(data).hexdigest() == source["sha256"], name
-    assert len(rows) == 4 * (19 * 20 + 9 * 8)
+    assert len(rows) == 4 * (19 * 20 + 9 * 8) + 5 * 20 * 13
 
 
 def test_calarena_numbers_on_the_published_densenet40(published_logits, tmp_path):
@@ -258,3 +260,69 @@ def test_boosting_on_classes_too_rare_for_its_folds_is_one_clear_error():
     z = rng.normal(size=(len(y), 4))
     with pytest.raises(CalbenchError, match=r"rarest class here has 4 row\(s\)"):
         make_calibrator("lightgbm").fit(z, y)
+
+
+def test_the_binary_task_is_calarenas_animals_against_machines(rng):
+    """generate_cv_benchmarks.py: class 1 the animals (2-7), its probability the sigmoid of
+    logsumexp(animals) - logsumexp(machines), stored as float32, class 0 its complement."""
+    from scipy.special import logsumexp
+
+    z = rng.normal(0, 4, (500, 10))
+    z[:20, 3] += 40  # animals beyond doubt: class 1's float32 probability rounds to 1
+    y = rng.integers(0, 10, 500)
+    data = Dataset("c10", z, y, z, y).as_binary([2, 3, 4, 5, 6, 7], names=["machine", "animal"])
+    b = logsumexp(z[:, 2:8], axis=1) - logsumexp(z[:, [0, 1, 8, 9]], axis=1)
+    np.testing.assert_allclose(data.probs_test[:, 1], 1 / (1 + np.exp(-b)), rtol=1e-12)
+    np.testing.assert_array_equal(data.y_test, (y >= 2) & (y <= 7))
+    assert data.class_names == ["machine", "animal"]
+    stored = data.as_float32_probabilities()
+    p1 = (1 / (1 + np.exp(-b.astype(np.float32)))).astype(np.float32)
+    np.testing.assert_allclose(stored.probs_test[:, 1], p1, rtol=1e-7)
+    certain = p1 == 1
+    # 1 - 1 = 0, as stored (read as ln p, so the float64 floor)
+    assert certain.any() and (stored.probs_test[certain, 0] < 1e-300).all()
+    with pytest.raises(CalbenchError, match="some but not all"):
+        Dataset("c10", z, y, z, y).as_binary(range(10))
+
+
+def test_a_binary_method_calibrates_class_1_alone_as_calarena(rng):
+    """On two classes a one-vs-rest method fits class 1's map and class 0 is its complement:
+    probmetrics' binary histogram binning gives the same predictions."""
+    p1 = rng.uniform(0, 1, 2000).astype(np.float32)
+    y = (rng.random(2000) < p1**1.5).astype(int)
+    probs = np.column_stack([1 - p1, p1]).astype(np.float32)
+    reference = pc.BinaryHistogramBinningCalibrator(strategy="quantile").fit(probs, y)
+    expected = np.asarray(reference.predict_proba(probs), dtype=np.float64)
+    model = make_calibrator("histbin_quantile_prior").fit(probs_to_logits(probs), y)
+    assert len(model.maps_) == 1
+    np.testing.assert_allclose(model.predict_proba(probs_to_logits(probs)), expected, atol=1e-7)
+
+
+def test_calarena_binary_numbers_on_the_published_densenet40(published_logits, tmp_path):
+    """The cv-binary preset on DenseNet-40's animals against machines: methods whose binary
+    fit is CalArena's give its published Brier, log-loss and accuracy."""
+    from calbench.reproduce.comparison import compare
+    from tests.cli.test_cli import calbench
+
+    methods = ["uncal", "ts", "platt_probs", "histbin_quantile_prior", "spline_lucena"]
+    done = calbench(
+        "run",
+        "-m",
+        "experiment=calarena_cv_binary",
+        "dataset=c10_densenet40",
+        f"method={','.join(methods)}",
+        f"data_dir={published_logits}",
+        f"results_dir={tmp_path}",
+        "hydra/launcher=basic",
+    )
+    assert done.returncode == 0, done.stderr
+    report = compare("calarena_cv_binary", tmp_path)
+    mine = report[
+        (report["dataset"] == "c10_densenet40")
+        & report["method"].isin(methods)
+        & report["metric"].isin(["brier", "log_loss_float32", "accuracy"])
+    ]
+    assert len(mine) == 15
+    missed = mine[~mine["status"].isin(["equal", "within tolerance"])]
+    columns = ["method", "metric", "published", "calbench", "status"]
+    assert missed.empty, "numbers off CalArena's:\n" + missed[columns].to_string()
