@@ -35,6 +35,11 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("--data-dir", default="data")
     parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="list: every column (papers, checksums, sources and licences too)",
+    )
+    parser.add_argument(
         "--from",
         dest="source_dir",
         default=None,
@@ -42,7 +47,10 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     if args.command == "list":
-        print(tabulate(service.list_sets(args.data_dir), headers=service.LIST_HEADERS))
+        rows, headers = service.list_sets(args.data_dir), service.LIST_HEADERS
+        if not args.wide:
+            rows, headers = service.compact(rows)
+        print(tabulate(rows, headers=headers))
     elif args.command == "has":
         if not args.names:
             raise CalbenchError("Name the data sets to check: calbench data has NAME...")

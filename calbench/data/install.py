@@ -58,7 +58,7 @@ def list_sets(data_dir) -> list[list[str]]:
                 status,
                 sums,
                 how,
-                ",".join(using.get(name, [])),
+                experiments_text(using.get(name, [])),
                 _source(reg),
             ]
         )
@@ -77,6 +77,41 @@ LIST_HEADERS = [
     "experiments",
     "source (licence)",
 ]
+
+
+#: The columns `calbench data list` shows without ``--wide`` (a terminal's width).
+COMPACT_HEADERS = [
+    "data set",
+    "kind",
+    "classes",
+    "cal/test",
+    "status",
+    "how to get it",
+    "experiments",
+]
+
+
+def compact(rows: list[list]) -> tuple[list[list], list[str]]:
+    """`list_sets`'s rows cut to `COMPACT_HEADERS`, a kind without its note ("probabilities
+    (logit methods get ln p)" -> "probabilities")."""
+    index = [LIST_HEADERS.index(h) for h in COMPACT_HEADERS]
+    kind = LIST_HEADERS.index("kind")
+    out = [[str(r[i]).split(" (")[0] if i == kind else r[i] for i in index] for r in rows]
+    return out, COMPACT_HEADERS
+
+
+#: Presets the list names per data set before "+N" (the procedure twins counted, not named).
+SHOWN_EXPERIMENTS = 2
+
+
+def experiments_text(names: list[str]) -> str:
+    """The presets that use a data set, in a column a terminal can hold: its first
+    `SHOWN_EXPERIMENTS` (the papers' procedure twins last) and how many more (the full list
+    made lines 614 characters wide)."""
+    ordered = sorted(names, key=lambda n: ("_procedure" in n, n))
+    shown = ", ".join(ordered[:SHOWN_EXPERIMENTS])
+    more = len(ordered) - SHOWN_EXPERIMENTS
+    return (shown + (f" +{more}" if more > 0 else "")) or "-"
 
 
 def _source(reg) -> str:

@@ -229,3 +229,18 @@ def test_the_registry_knows_every_published_checksum():
     # the birds logits belong to no paper calbench reproduces
     wanted = {n: v for n, v in published.items() if "birds" not in n}
     assert {n: registered.get(n) for n in wanted} == wanted
+
+
+def test_the_data_list_fits_a_wide_terminal(tmp_path):
+    """Without --wide: seven columns and a preset count, not every preset's name (lines
+    were 614 characters wide)."""
+    from tabulate import tabulate
+
+    from calbench.data.install import COMPACT_HEADERS, compact, experiments_text
+
+    rows, headers = compact(list_sets(tmp_path))
+    assert headers == COMPACT_HEADERS
+    assert max(len(line) for line in tabulate(rows, headers=headers).splitlines()) < 220
+    names = ["kull_deepnet_procedure", "valk_real", "gupta_ks", "hoki_ece"]
+    assert experiments_text(names) == "gupta_ks, hoki_ece +2"
+    assert experiments_text([]) == "-"
