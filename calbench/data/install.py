@@ -58,7 +58,7 @@ def list_sets(data_dir) -> list[list[str]]:
                 status,
                 sums,
                 how,
-                experiments_text(using.get(name, [])),
+                ",".join(using.get(name, [])),
                 _source(reg),
             ]
         )
@@ -92,12 +92,16 @@ COMPACT_HEADERS = [
 
 
 def compact(rows: list[list]) -> tuple[list[list], list[str]]:
-    """`list_sets`'s rows cut to `COMPACT_HEADERS`, a kind without its note ("probabilities
-    (logit methods get ln p)" -> "probabilities")."""
+    """`list_sets`'s rows cut to `COMPACT_HEADERS`: a kind without its note ("probabilities
+    (logit methods get ln p)" -> "probabilities"), the presets as `experiments_text`."""
+    shorten = {
+        LIST_HEADERS.index("kind"): lambda v: str(v).split(" (")[0],
+        LIST_HEADERS.index("experiments"): lambda v: experiments_text(
+            [n for n in v.split(",") if n]
+        ),
+    }
     index = [LIST_HEADERS.index(h) for h in COMPACT_HEADERS]
-    kind = LIST_HEADERS.index("kind")
-    out = [[str(r[i]).split(" (")[0] if i == kind else r[i] for i in index] for r in rows]
-    return out, COMPACT_HEADERS
+    return [[shorten.get(i, lambda v: v)(r[i]) for i in index] for r in rows], COMPACT_HEADERS
 
 
 #: Presets the list names per data set before "+N" (the procedure twins counted, not named).
