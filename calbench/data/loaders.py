@@ -6,6 +6,8 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import numpy as np
+
 from calbench.data.dataset import Dataset
 from calbench.data.split import split_options, split_rows
 from calbench.errors import CalbenchError
@@ -15,8 +17,19 @@ from calbench.validation import check_labels, check_scores
 NPZ_SCHEMA = (
     "an npz with keys y_cal, y_test and either logits_cal, logits_test or probs_cal, "
     "probs_test; or one set, y and either logits or probs, split by dataset.split "
-    "(optional: class_names)"
+    "(optional: class_names); a binary task may give class 1's score alone, a vector"
 )
+
+
+def _two_columns(kind: str, scores):
+    """A binary task's class-1 scores (a vector) as two columns: probabilities ``(1 - p,
+    p)``, logits ``(0, s)`` (``s`` the log-odds); matrices as they are."""
+    scores = np.asarray(scores)
+    if scores.ndim != 1:
+        return scores
+    scores = scores.astype(np.float64)
+    rest = 1.0 - scores if kind == "probs" else np.zeros_like(scores)
+    return np.column_stack([rest, scores])
 
 
 def _existing_file(path, what: str) -> Path:
@@ -66,14 +79,14 @@ def _two_parts(arrays: dict, p: Path, split) -> tuple[str, dict]:
     for kind in ("logits", "probs"):
         if {f"{kind}_cal", f"{kind}_test", "y_cal", "y_test"} <= keys:
             return kind, {
-                "cal": arrays[f"{kind}_cal"],
+                "cal": _two_columns(kind, arrays[f"{kind}_cal"]),
                 "y_cal": arrays["y_cal"],
-                "test": arrays[f"{kind}_test"],
+                "test": _two_columns(kind, arrays[f"{kind}_test"]),
                 "y_test": arrays["y_test"],
             }
     for kind in ("logits", "probs"):
         if {kind, "y"} <= keys:
-            scores = check_scores(arrays[kind], kind, str(p))
+            scores = check_scores(_two_columns(kind, arrays[kind]), kind, str(p))
             y = check_labels(arrays["y"], "y", str(p), len(scores), scores.shape[1])
             cal, test = split_rows(y, **split_options(split), where=str(p))
             return kind, {

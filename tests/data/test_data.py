@@ -199,3 +199,22 @@ def test_a_class_absent_from_calibration_is_warned_and_flagged_in_the_rows(tmp_p
         rows = run_cell(plan("dataset=npz", f"dataset.path={path}", f"results_dir={tmp_path}"))
     flag = rows.loc[rows["metric"] == "calibration_classes_missing", "value"]
     assert flag.tolist() == [1.0]
+
+
+def test_a_binary_task_may_give_class_1s_score_alone(tmp_path, rng):
+    """One set of class-1 probabilities (a vector, as CalArena's binary files store them) or
+    log-odds: two classes, class 0 the complement."""
+    from calbench.data import load_dataset
+
+    p = rng.uniform(0.01, 0.99, 400)
+    y = (rng.random(400) < p).astype(int)
+    np.savez(tmp_path / "probs.npz", probs=p, y=y)
+    data = load_dataset("npz", path=tmp_path / "probs.npz")
+    assert data.n_classes == 2
+    both = np.concatenate([data.probs_cal, data.probs_test])
+    np.testing.assert_allclose(np.sort(both[:, 1]), np.sort(p), rtol=1e-12)
+    np.testing.assert_allclose(both.sum(axis=1), 1.0)
+    s = np.log(p / (1 - p))
+    np.savez(tmp_path / "logits.npz", logits_cal=s, y_cal=y, logits_test=s, y_test=y)
+    data = load_dataset("npz", path=tmp_path / "logits.npz")
+    np.testing.assert_allclose(data.probs_test[:, 1], p, rtol=1e-12)
