@@ -218,3 +218,19 @@ def test_a_binary_task_may_give_class_1s_score_alone(tmp_path, rng):
     np.savez(tmp_path / "logits.npz", logits_cal=s, y_cal=y, logits_test=s, y_test=y)
     data = load_dataset("npz", path=tmp_path / "logits.npz")
     np.testing.assert_allclose(data.probs_test[:, 1], p, rtol=1e-12)
+
+
+def test_a_configured_data_set_made_binary():
+    """``dataset.binary`` (the binary presets' two-class tasks): class 1 the named classes,
+    its probability their total."""
+    from calbench.data import load_dataset
+    from calbench.runner.plan import load_configured_dataset
+
+    config = {"loader": "synthetic_dirichlet", "seed": 0, "n_cal": 300, "n_test": 400}
+    plain = load_dataset("synthetic_dirichlet", seed=0, n_cal=300, n_test=400)
+    binary = load_configured_dataset({**config, "binary": {"positive": [0, 2]}})
+    assert binary.n_classes == 2 and binary.true_map is None
+    np.testing.assert_allclose(
+        binary.probs_test[:, 1], plain.probs_test[:, [0, 2]].sum(axis=1), rtol=1e-12
+    )
+    np.testing.assert_array_equal(binary.y_test, np.isin(plain.y_test, [0, 2]))
