@@ -78,10 +78,13 @@ def _two_parts(arrays: dict, p: Path, split) -> tuple[str, dict]:
     keys = set(arrays)
     for kind in ("logits", "probs"):
         if {f"{kind}_cal", f"{kind}_test", "y_cal", "y_test"} <= keys:
+            cal, test = arrays[f"{kind}_cal"], arrays[f"{kind}_test"]
+            if np.ndim(cal) == np.ndim(test) == 1:  # both parts a binary task's vector
+                cal, test = _two_columns(kind, cal), _two_columns(kind, test)
             return kind, {
-                "cal": _two_columns(kind, arrays[f"{kind}_cal"]),
+                "cal": cal,
                 "y_cal": arrays["y_cal"],
-                "test": _two_columns(kind, arrays[f"{kind}_test"]),
+                "test": test,
                 "y_test": arrays["y_test"],
             }
     for kind in ("logits", "probs"):
