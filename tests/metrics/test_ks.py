@@ -84,6 +84,25 @@ def test_kuiper_error_equals_probmetrics_on_binary_scores(seed):
     assert metrics.kuiper_error(probs, y) == pytest.approx(float(reference), abs=1e-6)
 
 
+def test_kuiper_error_in_calarenas_arithmetic_equals_probmetrics_on_tied_scores():
+    """Binned scores tie in runs, where the order of the outcomes inside a run moves the
+    curves: ``arithmetic="calarena"`` orders them as probmetrics does (float32, torch's
+    sort) and gives its number; numpy 1.x's order gives another."""
+    import torch
+    from probmetrics.metrics import KuiperCalibrationMetric
+
+    rng = np.random.default_rng(3)
+    p1 = np.round(rng.uniform(0.01, 0.99, 3000) * 8) / 8 * 0.98 + 0.01  # 9 tied levels
+    y = (rng.random(3000) < p1).astype(int)
+    probs = np.column_stack([1 - p1, p1]).astype(np.float32)
+    reference = KuiperCalibrationMetric().compute_from_labels_probs(
+        torch.as_tensor(y), torch.as_tensor(probs)
+    )
+    ours = metrics.kuiper_error(probs.astype(np.float64), y, arithmetic="calarena")
+    assert ours == pytest.approx(float(reference), abs=1e-7)
+    assert metrics.kuiper_error(probs.astype(np.float64), y) != pytest.approx(ours, abs=1e-7)
+
+
 def test_kuiper_error_adds_the_gaps_in_both_directions():
     """Hand-worked: scores 0.2, 0.4, 0.6, 0.8 (one per row, sorted) with outcomes 1, 0, 0, 1:
     outcome minus score cumulated over 4 rows is 0.2, 0.1, -0.05, 0.0; the largest gap above
