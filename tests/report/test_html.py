@@ -40,7 +40,7 @@ def page(tmp_path_factory):
         "experiment_name=mine",
         "dataset=npz",
         f"dataset.path={folder}/netA.npz,{folder}/netB.npz",
-        "method=uncal,ts,vs,ms_odir",
+        "method=uncal,ts,vs,histbin_width",
         "protocol.inner_folds=3",
         f"results_dir={results}",
     )
@@ -133,10 +133,10 @@ def test_tables_sort_by_the_numbers_they_show(page):
 def test_the_set_up_names_the_files_methods_grid_and_choices(page):
     text = page["html"]
     assert "<code>netA.npz</code> (npz)" in text and "<code>netB.npz</code> (npz)" in text
-    chosen = page["stored"].query("method == 'ms_odir'")["params"].map(json.loads)
+    chosen = page["stored"].query("method == 'histbin_width'")["params"].map(json.loads)
     for point in chosen:
-        assert f"reg_lambda = {point['reg_lambda']}, reg_mu = {point['reg_mu']}" in text
-    assert "reg_lambda: 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0" in text
+        assert f"n_bins = {point['n_bins']}" in text
+    assert "n_bins: 5, 10, 15, 20, 25, 30" in text
 
 
 def test_the_markdown_report_gains_the_leaderboards_and_their_figures(page):

@@ -11,7 +11,7 @@ from scipy.special import log_softmax
 
 from calbench.calibrators import make_calibrator
 from calbench.runner.store import ResultStore
-from calbench.tables.fitted import fitted_text
+from calbench.tables.fitted import fitted_text, write_fitted
 
 
 def _temperature_by_scipy(z, y) -> float:
@@ -62,13 +62,7 @@ def test_a_cell_stores_its_temperature_and_tables_show_it(tmp_path):
     stored = json.loads(rows["fitted"].iat[0])
     assert abs(stored["temperature_"] - _temperature_by_scipy(z[:1000], y[:1000])) < 1e-4
     assert stored["temperature_"] > 1.5
-    out = subprocess.run(
-        [*run, "tables", "--fitted", "--formats", "md", "--results-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stderr
-    table = (tmp_path / "tables" / "default_fitted.md").read_text()
+    table = write_fitted(tmp_path, "default").read_text()  # `calbench tables --fitted`
     assert f"temperature_ = {stored['temperature_']:.4g}" in table
 
 

@@ -304,7 +304,7 @@ def test_calarena_binary_numbers_on_the_published_densenet40(published_logits, t
     from calbench.reproduce.comparison import compare
     from tests.cli.test_cli import calbench
 
-    methods = ["uncal", "ts", "platt_probs", "histbin_quantile_prior", "spline_lucena"]
+    methods = ["uncal", "ts", "histbin_quantile_prior"]
     done = calbench(
         "run",
         "-m",
@@ -322,7 +322,7 @@ def test_calarena_binary_numbers_on_the_published_densenet40(published_logits, t
         & report["method"].isin(methods)
         & report["metric"].isin(["brier", "log_loss_float32", "accuracy"])
     ]
-    assert len(mine) == 15
+    assert len(mine) == 9
     missed = mine[~mine["status"].isin(["equal", "within tolerance"])]
     columns = ["method", "metric", "published", "calbench", "status"]
     assert missed.empty, "numbers off CalArena's:\n" + missed[columns].to_string()
