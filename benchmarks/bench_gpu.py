@@ -139,20 +139,20 @@ def inner_search(device, zc, yc) -> None:
     from calbench.calibrators.matrix import MatrixScaling
 
     fits = []
-    plain = MatrixScaling._fit_within
+    plain = MatrixScaling._fit
 
     def traced(model, logits, y):
         start = time.perf_counter()
         plain(model, logits, y)
         fits.append((time.perf_counter() - start, model.n_iter_, model.gradient_max_))
 
-    MatrixScaling._fit_within = traced
+    MatrixScaling._fit = traced
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _, seconds = timed_fit_model(_Search(device), zc, yc, device)
     finally:
-        MatrixScaling._fit_within = plain
+        MatrixScaling._fit = plain
     steps = [f[1] for f in fits]
     record(
         stage="inner search",

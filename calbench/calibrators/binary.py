@@ -82,6 +82,14 @@ def binary_columns(k: int) -> list[int]:
     return [1] if k == 2 else list(range(k))
 
 
+def class_probabilities(mapped: np.ndarray, k: int) -> np.ndarray:
+    """Class probabilities from a binary method's maps on its `binary_columns`: class 1's
+    and its complement for two classes, else each class's against the rest, `renormalised`."""
+    if k == 2:
+        return np.column_stack([1 - mapped[:, 0], mapped[:, 0]])
+    return renormalised(mapped)
+
+
 def renormalised(out: np.ndarray) -> np.ndarray:
     """One-vs-rest outputs (n, k) divided by their row sums; an all-zero row uniform."""
     sums = out.sum(axis=1, keepdims=True)

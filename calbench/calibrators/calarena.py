@@ -41,7 +41,11 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import StratifiedKFold
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.binary import OneVsRestCalibrator, binary_columns, renormalised
+from calbench.calibrators.binary import (
+    OneVsRestCalibrator,
+    binary_columns,
+    class_probabilities,
+)
 from calbench.calibrators.constraints import POSITIVE, AutoOr, Choice
 from calbench.errors import CalbenchError
 from calbench.simplex import float32_softmax
@@ -457,10 +461,7 @@ class NetcalENIR(Calibrator):
                 )
             ]
         ).astype(np.float64)
-        mapped = np.clip(np.nan_to_num(mapped), 0.0, 1.0)
-        if k == 2:
-            return np.column_stack([1.0 - mapped[:, 0], mapped[:, 0]])
-        return renormalised(mapped)
+        return class_probabilities(np.clip(np.nan_to_num(mapped), 0.0, 1.0), k)
 
 
 class NetcalBBQ(Calibrator):

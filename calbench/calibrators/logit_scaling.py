@@ -28,7 +28,7 @@ from scipy.special import expit, log_expit
 from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.binary import renormalised
+from calbench.calibrators.binary import binary_columns, class_probabilities
 from calbench.calibrators.constraints import Choice
 from calbench.simplex import log_softmax
 
@@ -99,17 +99,13 @@ class LogitScaling(Calibrator):
         self.features = features
         self.max_iter = max_iter
 
-    def _columns(self, k: int) -> list[int]:
-        """The classes with maps of their own: class 1 alone for two classes."""
-        return [1] if k == 2 else list(range(k))
-
     def _scores(self, logits) -> np.ndarray:
         """(n, maps): each map's score, from one log-softmax of ``logits``: class 1's logit
         ``ln p_1 - ln p_0`` for two classes, each class's ``ln p_c - ln(1 - p_c)`` beyond,
         or the probabilities themselves for Platt on the probability."""
         logp = log_softmax(logits)
         if self.features == "affine_probability":
-            return np.exp(logp[:, self._columns(logits.shape[1])])
+            return np.exp(logp[:, binary_columns(logits.shape[1])])
         if logits.shape[1] == 2:
             return (logp[:, 1] - logp[:, 0])[:, None]
         return logp - np.log(-np.expm1(np.minimum(logp, -1e-300)))  # ln(1 - p_c)
@@ -123,7 +119,7 @@ class LogitScaling(Calibrator):
     def _fit(self, logits, y):
         scores = self._scores(logits)
         self.coef_ = []
-        for c, s in zip(self._columns(logits.shape[1]), scores.T, strict=True):
+        for c, s in zip(binary_columns(logits.shape[1]), scores.T, strict=True):
             outcome = (np.asarray(y) == c).astype(np.float64)
             targets = outcome
             if self.features == "affine_probability":
@@ -151,10 +147,7 @@ class LogitScaling(Calibrator):
         )
 
     def _predict_proba(self, logits):
-        out = self._outputs(logits)
-        if logits.shape[1] == 2:
-            return np.column_stack([1 - out[:, 0], out[:, 0]])
-        return renormalised(out)
+        return class_probabilities(self._outputs(logits), logits.shape[1])
 
 
 def equal_mass_bins(scores: np.ndarray, n_bins: int) -> np.ndarray:

@@ -479,11 +479,8 @@ class MatrixScaling(ParametricCalibrator):
             center[np.arange(k), np.arange(k)] = 1.0 / self.temperature_
         return center
 
+    @reuse_transfers()  # the temperature, the diagonal and the map read one copy
     def _fit(self, logits, y):
-        with reuse_transfers():  # the temperature, the diagonal and the map read one copy
-            self._fit_within(logits, y)
-
-    def _fit_within(self, logits, y):
         solver = self.solver
         k = logits.shape[1]
         _check_matrix_size(type(self).__name__, *logits.shape)

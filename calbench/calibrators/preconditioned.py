@@ -198,10 +198,11 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
 
 
 def _scipy_rounds(in_weights, tol):
-    """One round of scipy's L-BFGS-B in ``coordinates`` from ``a``, at most ``budget``
-    steps: ``(weights reached, steps, whether it stopped at the budget)``."""
+    """One round of scipy's L-BFGS-B in ``coordinates`` from ``a`` (where the objective is
+    ``value``), at most ``budget`` steps: ``(weights reached, steps, whether it stopped at
+    the budget)``."""
 
-    def minimise(coordinates, a, budget):
+    def minimise(coordinates, a, value, budget):  # noqa: ARG001 (scipy needs no start value)
         shape = a.shape
 
         def objective(theta):
@@ -228,17 +229,16 @@ def _torch_rounds(in_weights, tol):
     absolute at the round's start, the gradient test `DEVICE_ROUND_TOL` tighter."""
     import torch
 
-    def minimise(coordinates, a, budget):
+    def minimise(coordinates, a, value, budget):
         shape = a.shape
         theta = coordinates.theta(a).reshape(-1).clone()
-        start, _, _ = in_weights(a)
         optimiser = torch.optim.LBFGS(
             [theta],
             lr=1.0,
             max_iter=budget,
             max_eval=budget * 5 // 4 + 1,
             tolerance_grad=tol * DEVICE_ROUND_TOL,
-            tolerance_change=tol * 1e-6 * max(abs(start), 1.0),
+            tolerance_change=tol * 1e-6 * max(abs(value), 1.0),
             history_size=20,
             line_search_fn="strong_wolfe",
         )
@@ -268,7 +268,7 @@ def _refreshed(in_weights, minimise, a, xt, curvature, *, max_iter, tol) -> Mult
         # whose gradient in the weights is still above ``tol`` goes on from there, as
         # long as it lowers the objective.
         coordinates = RowPreconditioner(xt, probs, curvature)
-        a, taken, at_budget = minimise(coordinates, a, min(REFRESH_STEPS, max_iter - steps))
+        a, taken, at_budget = minimise(coordinates, a, value, min(REFRESH_STEPS, max_iter - steps))
         steps += taken
         before = value
         value, grad, probs = in_weights(a, keep_probs=True)

@@ -32,7 +32,7 @@ from scipy.interpolate import CubicSpline
 
 from calbench import numpy1_order
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.binary import binary_columns, renormalised
+from calbench.calibrators.binary import binary_columns, class_probabilities
 from calbench.calibrators.bounds import PseudoCountBound
 from calbench.calibrators.constraints import Flag, NoneOr, Number
 from calbench.errors import CalbenchError, check_int
@@ -403,6 +403,4 @@ class CDFSpline(Calibrator):
             mapped = np.clip(mapped, 1e-30, None)
         else:  # the spline's overshoot beyond the calibration scores' range
             mapped = np.clip(mapped, 0.0, 1.0)
-        if k == 2:
-            return np.column_stack([1.0 - mapped[:, 0], mapped[:, 0]])
-        return renormalised(mapped)
+        return class_probabilities(mapped, k)

@@ -36,13 +36,10 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     intervals = BootstrapSettings() if args.ci else None
     metrics = args.metric or list(DEFAULT_METRICS)
-    boards = service.leaderboards(args.experiment, args.results_dir, metrics)
-    path = service.write_report(args.experiment, args.results_dir, intervals, boards=boards)
-    print(f"wrote {path}")
+    parts = service.report_parts(args.experiment, args.results_dir, metrics, intervals)
+    print(f"wrote {service.write_report(args.experiment, args.results_dir, parts=parts)}")
     if args.html:
         from calbench.report.html import write_html_report
 
-        path = write_html_report(
-            args.experiment, args.results_dir, metrics, intervals, boards=boards
-        )
+        path = write_html_report(args.experiment, args.results_dir, parts=parts)
         print(f"wrote {path}")

@@ -10,7 +10,10 @@ versions, seeds, config hashes), so a reader sees the whole reproduction at a gl
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
@@ -34,8 +37,7 @@ def claims_section(experiment: str, results_dir) -> str:
 
 
 def leaderboards(experiment: str, results_dir, metrics) -> dict:
-    """Metric -> its `Leaderboard`, or the reason there is none (a string): computed once
-    for both pages (the paired tests read every cell's predictions)."""
+    """Metric -> its `Leaderboard`, or the reason there is none (a string)."""
     from calbench.tables.leaderboard import leaderboard
 
     boards = {}
@@ -47,39 +49,85 @@ def leaderboards(experiment: str, results_dir, metrics) -> dict:
     return boards
 
 
-def leaderboard_section(results_dir, boards: dict) -> list[str]:
-    """Each metric's leaderboard (Markdown) with its win-rate figure, or why there is none."""
+@dataclass
+class ReportParts:
+    """What both pages of an experiment show, computed once: the leaderboards' paired
+    tests, the claims' bootstrap and the ranked tables each read every cell's rows or
+    predictions."""
+
+    rows: pd.DataFrame
+    #: metric -> `Leaderboard`, or the reason there is none.
+    boards: dict
+    #: metric -> its leaderboard's win-rate figure files.
+    win_rate_figures: dict
+    #: The ranked tables' Markdown files, or why none could be written.
+    tables: list | CalbenchError
+    #: The papers' claims on the experiment (Markdown).
+    claims: str
+    #: The figures `calbench figures` drew for the experiment.
+    figures: list
+
+
+def report_parts(experiment: str, results_dir, metrics=("log_loss",), intervals=None):
+    """The `ReportParts` of ``experiment``: leaderboards on ``metrics``, ranked tables
+    (with ``intervals``, `BootstrapSettings`, as ``calbench tables --ci``)."""
     from calbench.plots.leaderboard import win_rate_figure
+
+    results_dir = Path(results_dir)
+    rows = experiment_rows(ResultStore(results_dir), experiment)
+    boards = leaderboards(experiment, results_dir, metrics)
+    try:
+        tables = write_tables(
+            results_dir,
+            experiment,
+            formats=("md",),
+            echo=False,
+            draw_curve=risk_curve_files,
+            intervals=intervals,
+        )
+    except CalbenchError as exc:
+        tables = exc
+    return ReportParts(
+        rows=rows,
+        boards=boards,
+        win_rate_figures={
+            metric: win_rate_figure(board, results_dir / "leaderboards")
+            for metric, board in boards.items()
+            if not isinstance(board, str)
+        },
+        tables=tables,
+        claims=claims_section(experiment, results_dir),
+        figures=sorted((results_dir / "figures").glob(f"{experiment}_*.png")),
+    )
+
+
+def leaderboard_section(parts: ReportParts) -> list[str]:
+    """Each metric's leaderboard (Markdown) with its win-rate figure, or why there is none."""
     from calbench.tables.leaderboard import to_markdown
 
     lines = ["## Leaderboards", ""]
-    for metric, board in boards.items():
+    for metric, board in parts.boards.items():
         if isinstance(board, str):
             lines += [f"No leaderboard on {metric}: {board}", ""]
             continue
         lines += [to_markdown(board), ""]
-        for path in win_rate_figure(board, Path(results_dir) / "leaderboards"):
+        for path in parts.win_rate_figures[metric]:
             lines += [f"![{path.stem}](../leaderboards/{path.name})", ""]
     return lines
 
 
 def write_report(
-    experiment: str, results_dir="results", intervals=None, metrics=("log_loss",), boards=None
+    experiment: str, results_dir="results", intervals=None, metrics=("log_loss",), parts=None
 ) -> Path:
     """The page of ``experiment``; with ``intervals`` (`BootstrapSettings`) its tables carry
-    bootstrap intervals and marks (`calbench tables --ci`); its leaderboards: ``boards``
-    (`leaderboards`), else those of ``metrics``."""
-    rows = experiment_rows(ResultStore(results_dir), experiment)
+    bootstrap intervals and marks (`calbench tables --ci`); its leaderboards those of
+    ``metrics``. ``parts``: its `ReportParts`, where the HTML page shares them."""
+    if parts is None:
+        parts = report_parts(experiment, results_dir, metrics, intervals)
+    if isinstance(parts.tables, CalbenchError):
+        raise parts.tables
+    rows, figures = parts.rows, parts.figures
     results_dir = Path(results_dir)
-    tables = write_tables(
-        results_dir,
-        experiment,
-        formats=("md",),
-        echo=False,
-        draw_curve=risk_curve_files,
-        intervals=intervals,
-    )
-    figures = sorted((results_dir / "figures").glob(f"{experiment}_*.png"))
     cells = rows.drop_duplicates("config_hash")
     seeds = ", ".join(map(str, sorted(rows["seed"].unique())))
     lines = [
@@ -93,13 +141,11 @@ def write_report(
         f"{rows.drop_duplicates(['config_hash', 'fold'])['fit_seconds'].sum():.1f} s.",
         "",
     ]
-    if boards is None:
-        boards = leaderboards(experiment, results_dir, metrics)
-    lines += leaderboard_section(results_dir, boards)
+    lines += leaderboard_section(parts)
     lines += ["## Tables", ""]
-    for path in tables:
+    for path in parts.tables:
         lines += [path.read_text(), ""]
-    lines += [claims_section(experiment, results_dir), "", "## Figures", ""]
+    lines += [parts.claims, "", "## Figures", ""]
     if figures:
         lines += [f"![{p.stem}](../figures/{p.name})" for p in figures]
     else:

@@ -24,7 +24,7 @@ import pandas as pd
 
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
-from calbench.runner.store import ResultStore, experiment_rows
+from calbench.runner.store import ResultStore
 from calbench.tables.fitted import fitted_text
 
 ASSETS = Path(__file__).with_name("assets")
@@ -42,31 +42,28 @@ class Section:
 
 
 def write_html_report(
-    experiment: str, results_dir="results", metrics=DEFAULT_METRICS, intervals=None, boards=None
+    experiment: str, results_dir="results", metrics=DEFAULT_METRICS, intervals=None, parts=None
 ) -> Path:
     """Write the page of ``experiment`` (`BootstrapSettings` ``intervals``: its ranked tables
-    with intervals, as ``calbench tables --ci``; ``boards``: its leaderboards, as
-    `calbench.report.leaderboards` gives them, else those of ``metrics``) and return its
-    path."""
+    with intervals, as ``calbench tables --ci``; its leaderboards those of ``metrics``;
+    ``parts``: its `calbench.report.ReportParts`, where the Markdown page shares them) and
+    return its path."""
     import jinja2
 
     import calbench
-    from calbench.report import claims_section, leaderboards
+    from calbench.report import report_parts
 
+    if parts is None:
+        parts = report_parts(experiment, results_dir, metrics, intervals)
     store = ResultStore(results_dir)
-    rows = experiment_rows(store, experiment)
+    rows = parts.rows
     results_dir = Path(results_dir)
     cells = cell_table(rows)
-    boards = leaderboards(experiment, results_dir, metrics) if boards is None else boards
     sections = [
         Section("setup", "Set-up", setup_html(store, rows, cells)),
-        Section(
-            "leaderboards",
-            "Leaderboards",
-            leaderboards_html(results_dir, rows, boards),
-        ),
-        Section("tables", "Tables", tables_html(results_dir, experiment, intervals)),
-        Section("claims", "Claims", markdown_html(claims_section(experiment, results_dir))),
+        Section("leaderboards", "Leaderboards", leaderboards_html(results_dir, parts)),
+        Section("tables", "Tables", tables_html(parts.tables)),
+        Section("claims", "Claims", markdown_html(parts.claims)),
     ]
     overview = results_dir / "reproduction" / f"{experiment}.md"
     if overview.is_file():
@@ -74,7 +71,7 @@ def write_html_report(
             Section("reproduction", "Reproduction", markdown_html(overview.read_text()))
         )
     sections += [
-        Section("figures", "Figures", figures_html(results_dir, experiment)),
+        Section("figures", "Figures", figures_html(parts.figures, experiment)),
         Section("cells", "Cells", cells_html(cells, [*metrics, *CELL_METRICS])),
     ]
     environment = jinja2.Environment(
@@ -307,12 +304,12 @@ _SORT_BY = {
 }
 
 
-def leaderboards_html(results_dir: Path, rows, boards: dict) -> str:
-    from calbench.plots.leaderboard import leaderboard_cd_figure, win_rate_figure
-    from calbench.tables.leaderboard import caption, display_frame, few_blocks_caveat, task_values
+def leaderboards_html(results_dir: Path, report) -> str:
+    from calbench.plots.leaderboard import leaderboard_cd_figure
+    from calbench.tables.leaderboard import caption, display_frame, few_blocks_caveat
 
     parts = []
-    for metric, board in boards.items():
+    for metric, board in report.boards.items():
         parts.append(f'<h3 id="leaderboard-{_slug(metric)}">{html.escape(metric)}</h3>')
         if isinstance(board, str):
             parts.append(f'<p class="note">No leaderboard: {html.escape(board)}</p>')
@@ -322,10 +319,9 @@ def leaderboards_html(results_dir: Path, rows, boards: dict) -> str:
             parts.append(f'<p class="caveat">{html.escape(caveat)}</p>')
         parts.append(f'<p class="caption">{html.escape(caption(board))}</p>')
         parts.append(_board_table(board, display_frame(board)))
-        _, hashes = task_values(rows, metric)
-        parts.append(_per_task_table(board, hashes))
-        out = results_dir / "leaderboards"
-        for path in win_rate_figure(board, out) + leaderboard_cd_figure(board, out):
+        parts.append(_per_task_table(board, board.cells))
+        cd = leaderboard_cd_figure(board, results_dir / "leaderboards")
+        for path in report.win_rate_figures[metric] + cd:
             parts.append(_figure(path))
     return "\n".join(parts)
 
@@ -391,26 +387,14 @@ def _linked_value(value: float, cell_hashes) -> str:
 # -- tables, claims, figures -------------------------------------------------------------
 
 
-def tables_html(results_dir: Path, experiment: str, intervals) -> str:
-    from calbench.plots.write import risk_curve_files
-    from calbench.tables.write import write_tables
-
-    try:
-        paths = write_tables(
-            results_dir,
-            experiment,
-            formats=("md",),
-            echo=False,
-            draw_curve=risk_curve_files,
-            intervals=intervals,
-        )
-    except CalbenchError as exc:
-        return f'<p class="note">No tables: {html.escape(str(exc))}</p>'
-    return "\n".join(markdown_html(path.read_text()) for path in paths)
+def tables_html(tables) -> str:
+    """The ranked tables' Markdown files as HTML, or why there are none."""
+    if isinstance(tables, CalbenchError):
+        return f'<p class="note">No tables: {html.escape(str(tables))}</p>'
+    return "\n".join(markdown_html(path.read_text()) for path in tables)
 
 
-def figures_html(results_dir: Path, experiment: str) -> str:
-    paths = sorted((results_dir / "figures").glob(f"{experiment}_*.png"))
+def figures_html(paths, experiment: str) -> str:
     if not paths:
         return (
             '<p class="note">None drawn yet: <code>calbench figures --experiment '

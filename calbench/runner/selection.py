@@ -70,6 +70,8 @@ def classes_left_out(y: np.ndarray, splits: list) -> int:
     return int(sum(len(np.setdiff1d(present, y[train])) for train, _ in splits))
 
 
+# A GPU-fitted calibrator sends each fold's arrays there once for the whole search.
+@reuse_transfers()
 def select_and_fit(
     calibrator: Calibrator,
     grid: dict,
@@ -104,37 +106,6 @@ def select_and_fit(
 
     Returns the fitted predictor and the chosen parameters (empty without a grid).
     """
-    # A GPU-fitted calibrator sends each fold's arrays there once for the whole search.
-    with reuse_transfers():
-        return _search(
-            calibrator,
-            grid,
-            logits,
-            y,
-            inner_folds=inner_folds,
-            average_inner_models=average_inner_models,
-            seed=seed,
-            score=score,
-            inner_cv=inner_cv,
-            grid_patience=grid_patience,
-            widen_edges=widen_edges,
-        )
-
-
-def _search(
-    calibrator,
-    grid,
-    logits,
-    y,
-    *,
-    inner_folds,
-    average_inner_models,
-    seed,
-    score,
-    inner_cv,
-    grid_patience,
-    widen_edges,
-):
     # Calibrators that can warm-start walk the grid with one model per inner fold, each
     # fit starting from the previous grid point's solution (the same optimum, fewer steps),
     # from the strongest penalty down: a weak penalty's fit then starts from a near one's

@@ -48,6 +48,8 @@ class Leaderboard:
     left_out: list[str] = field(default_factory=list)
     paired: bool = True
     settings: BootstrapSettings = field(default_factory=BootstrapSettings)
+    #: tasks x methods: the cell hashes behind each ranked value (a report links to them).
+    cells: pd.DataFrame | None = None
 
 
 def labelled(rows: pd.DataFrame) -> pd.DataFrame:
@@ -204,7 +206,17 @@ def leaderboard(
             ]
     table = table.sort_values(["win_rate", "mean_rank"], ascending=[False, True])
     return Leaderboard(
-        experiment, metric, better, table, complete, blocks, per_task, left_out, paired, settings
+        experiment,
+        metric,
+        better,
+        table,
+        complete,
+        blocks,
+        per_task,
+        left_out,
+        paired,
+        settings,
+        cells,
     )
 
 
