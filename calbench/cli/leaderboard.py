@@ -27,6 +27,12 @@ def main(argv: list[str]) -> None:
         "--methods", help="comma-separated: only these methods (default: every method stored)"
     )
     parser.add_argument(
+        "--beside",
+        metavar="OTHER",
+        help="also OTHER's methods on the same tasks, e.g. CalArena's imported published "
+        "results (calarena_cv_binary) beside calbench's full protocol (arena_cv_binary)",
+    )
+    parser.add_argument(
         "--by",
         help="also a leaderboard per group of tasks: cal_size, test_size or n_classes (thirds "
         "of the tasks) or classifier",
@@ -40,7 +46,13 @@ def main(argv: list[str]) -> None:
 
     for metric in args.metric or ["log_loss"]:
         board = service.leaderboard(
-            args.results_dir, args.experiment, metric, settings, not args.no_paired, methods
+            args.results_dir,
+            args.experiment,
+            metric,
+            settings,
+            not args.no_paired,
+            methods,
+            beside=args.beside,
         )
         print(service.to_markdown(board))
         for path in service.write_leaderboard(board, out, formats):
@@ -59,9 +71,10 @@ def main(argv: list[str]) -> None:
                 settings=settings,
                 paired=not args.no_paired,
                 methods=methods,
+                beside=args.beside,
             )
-            text = f"**{args.experiment} on {metric}, by {args.by}**\n\n" + groups_markdown(boards)
+            text = f"**{board.experiment} on {metric}, by {args.by}**\n\n" + groups_markdown(boards)
             print(text)
-            path = out / f"{args.experiment}_{metric}_by_{args.by}.md"
+            path = out / f"{board.experiment}_{metric}_by_{args.by}.md"
             atomic_write_text(path, text)
             print(f"wrote {path}")

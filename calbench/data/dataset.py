@@ -61,6 +61,10 @@ class Dataset:
     class_names : list of str or None
     source : str
         Where the data came from; named in error messages.
+    classifier_name : str
+        The model that made the scores, where a benchmark names it apart from the data set
+        (a CalArena task ``c10/densenet40``); ``none`` otherwise. Tables then name the task
+        ``data set / model`` and the leaderboard's blocks are the data sets.
     """
 
     name: str
@@ -72,6 +76,7 @@ class Dataset:
     true_map: Callable[[np.ndarray], np.ndarray] | None = None
     class_names: list[str] | None = None
     source: str = field(default="")
+    classifier_name: str = "none"
 
     def __post_init__(self):
         where = self.source or self.name

@@ -89,6 +89,71 @@ def tasks(path, *, min_classes=None, max_classes=None, max_rows=None, datasets=N
     return keep
 
 
+#: ``dataset.task=all`` in a sweep: every task of the file (`expand_all_tasks`).
+ALL_TASKS = "all"
+
+
+def _fetch_hint(filename: str) -> str | None:
+    """The registered data set whose files include ``filename`` (None: no registered one)."""
+    from calbench.data.registry import registered_sets
+
+    owners = [n for n, s in registered_sets().items() if any(f.name == filename for f in s.files)]
+    return owners[0] if owners else None
+
+
+def expand_all_tasks(overrides: list[str], config) -> list[str]:
+    """A sweep's overrides with ``dataset.task=all`` replaced by every task of the HDF5 file
+    that ``config`` (the sweep's composed config) names in ``dataset.path``, as one sweep."""
+    out = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~") != "dataset.task" or value.strip() != ALL_TASKS:
+            out.append(override)
+            continue
+        dataset = config.get("dataset") or {}
+        path = dataset.get("path") if dataset.get("loader") == "hdf5" else None
+        if not path or path == "???":
+            raise CalbenchError(
+                "dataset.task=all runs every task of one HDF5 file: choose it with dataset=hdf5 "
+                "dataset.path=FILE (or a registered collection, e.g. dataset=calarena_cv_binary)."
+            )
+        if not Path(path).is_file():
+            fetch = _fetch_hint(Path(path).name)
+            raise CalbenchError(
+                f"dataset.task=all: {path} does not exist"
+                + (f"; `calbench data fetch {fetch}` downloads it" if fetch else "")
+                + " (or give data_dir=FOLDER where it is)."
+            )
+        names = [t.name for t in tasks(path)]
+        if not names:
+            raise CalbenchError(f"dataset.task=all: {path} holds no task (DATASET/MODEL group).")
+        _say_absent_tasks(Path(path), names)
+        out.append(f"{key}={','.join(names)}")
+    return out
+
+
+def _say_absent_tasks(path: Path, names: list[str]) -> None:
+    """Where the collection's experiment list lies beside the file (CalArena's
+    ``<collection>-experiments.csv``), say which of its tasks the file lacks."""
+    import sys
+
+    import pandas as pd
+
+    listing = path.with_name(f"{path.stem}-experiments.csv")
+    if not listing.is_file():
+        return
+    listed = pd.read_csv(listing, usecols=["dataset", "model"], dtype=str)
+    wanted = [f"{d}/{m}" for d, m in zip(listed["dataset"], listed["model"], strict=True)]
+    absent = [t for t in wanted if t not in set(names)]
+    if absent:
+        shown = ", ".join(absent[:5]) + (f" and {len(absent) - 5} more" if len(absent) > 5 else "")
+        print(
+            f"calbench: {path.name} holds {len(wanted) - len(absent)} of the {len(wanted)} tasks "
+            f"{listing.name} lists; running those (absent: {shown}).",
+            file=sys.stderr,
+        )
+
+
 def _as_two_columns(probas: np.ndarray) -> np.ndarray:
     p = np.asarray(probas, dtype=np.float64)
     if p.ndim == 1 or p.shape[1] == 1:
@@ -105,7 +170,7 @@ def read_task(path, task: str) -> dict[str, np.ndarray]:
             hint = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
             raise CalbenchError(
                 f"{str(path)!r} has no task {task!r}; its tasks (DATASET/MODEL): {hint}. "
-                "`calbench data tasks FILE` lists them all."
+                "`calbench data tasks FILE` lists them all; `-m dataset.task=all` runs each."
             )
         group = f[task]
         missing = [a for a in ARRAYS if a not in group]
@@ -159,10 +224,12 @@ def default_name(path, task: str) -> str:
     return f"{Path(path).stem}_{task.replace('/', '_')}"
 
 
-def load_hdf5(path, task, name=None):
+def load_hdf5(path, task, name=None, split_task=False):
     """One task of an HDF5 benchmark file as a `Dataset` of its probabilities (binary
     tasks as two classes). Rows are renormalised where float32 storage leaves them up to
-    1e-4 off the simplex; anything further is an error naming the task."""
+    1e-4 off the simplex; anything further is an error naming the task. ``split_task``:
+    the task's data set names the set and its model the classifier (``c10 / densenet40``,
+    as CalArena's results name it), so a sweep's blocks are data sets, not tasks."""
     from calbench.data.dataset import Dataset
 
     arrays = read_task(path, task)
@@ -177,11 +244,17 @@ def load_hdf5(path, task, name=None):
             )
         # The labels as stored: `Dataset` refuses fractional or one-hot ones by name.
         parts[split] = (p / sums, np.asarray(arrays[f"labels_{split}"]))
+    dataset, _, model = task.partition("/")
+    if split_task and not model:
+        raise CalbenchError(
+            f"{str(path)!r}, task {task!r}: dataset.split_task needs DATASET/MODEL task names."
+        )
     return Dataset.from_probabilities(
-        name or default_name(path, task),
+        name or (dataset if split_task else default_name(path, task)),
         parts["cal"][0],
         parts["cal"][1],
         parts["test"][0],
         parts["test"][1],
         source=f"{path}:{task}",
+        classifier_name=model if split_task else "none",
     )

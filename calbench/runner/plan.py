@@ -168,7 +168,9 @@ class CellPlan:
         elif not data and dataset.get("loader") == "hdf5":
             from calbench.data.hdf5 import default_name as hdf5_name
 
-            data = hdf5_name(dataset["path"], str(dataset["task"]))
+            task = str(dataset["task"])
+            split = dataset.get("split_task")
+            data = task.replace("/", " / ") if split else hdf5_name(dataset["path"], task)
         return f"{self.spec.experiment} | {data or dataset['loader']} | {self.method}"
 
     def load_dataset(self) -> Dataset:

@@ -326,6 +326,16 @@ def experiment_rows(store: ResultStore, experiment: str) -> pd.DataFrame:
             f"run experiment={experiment}` (or your sweep) first; `calbench tables` lists the "
             "experiments stored."
         )
+    protocols = set(rows["protocol"])
+    if "published" in protocols and len(protocols) > 1:
+        # One ranking of published numbers and calbench's own runs would compare them as
+        # one kind of result, and a task named alike in both would be counted twice.
+        raise CalbenchError(
+            f"Experiment {experiment!r} holds both imported published results and calbench's "
+            "runs; rerun yours with experiment_name=OTHER (or import into another "
+            "--results-dir), then compare them with `calbench leaderboard OTHER --beside "
+            f"{experiment}`."
+        )
     return rows
 
 

@@ -26,9 +26,10 @@ def tasks_file(results_dir, experiment: str) -> Path:
     return Path(results_dir) / "tasks" / f"{experiment}.csv"
 
 
-def task_properties(results_dir, experiment: str) -> pd.DataFrame:
+def task_properties(results_dir, experiment: str, beside: str | None = None) -> pd.DataFrame:
     """Per task, labelled as the leaderboard labels it (`labelled`): its data set,
-    classifier, sizes and classes."""
+    classifier, sizes and classes (``beside``: an experiment on the same tasks whose import
+    recorded them, for a run of CalArena's collection that records none)."""
     rows = experiment_rows(ResultStore(results_dir), experiment)
     tasks = pd.DataFrame(
         {
@@ -38,6 +39,8 @@ def task_properties(results_dir, experiment: str) -> pd.DataFrame:
         }
     ).drop_duplicates("task")
     path = tasks_file(results_dir, experiment)
+    if not path.is_file() and beside:
+        path = tasks_file(results_dir, beside)
     if path.is_file():
         sizes = pd.read_csv(path, dtype={"dataset": str, "classifier": str})
         tasks = tasks.merge(sizes, on=["dataset", "classifier"], how="left")
@@ -78,7 +81,7 @@ def groups_of(properties: pd.DataFrame, by: str) -> dict[str, list[str]]:
 
 def leaderboards_by(results_dir, experiment: str, metric: str, by: str, **options):
     """(group label, `Leaderboard`) of each group of tasks with a complete ranking."""
-    properties = task_properties(results_dir, experiment)
+    properties = task_properties(results_dir, experiment, options.get("beside"))
     boards = []
     for label, tasks in groups_of(properties, by).items():
         try:

@@ -10,6 +10,9 @@ interval; on how many tasks it is distinguishably better or worse than TS; the m
 time over tasks. Written to ``results/leaderboards/EXPERIMENT_METRIC.md|tex|csv``; the
 win-rate figure and the critical-difference diagram are `calbench.plots.leaderboard`'s.
 Only tasks where every method has a value are ranked; the others are named.
+``--beside OTHER`` adds OTHER's methods on the same tasks as further competitors, named
+``METHOD (published)`` for imported published results (`with_beside`): calbench's tuned
+methods ranked beside CalArena's defaults-only numbers.
 """
 
 from __future__ import annotations
@@ -91,6 +94,36 @@ def block_of(task: str) -> str:
     return task.split(" / ")[0]
 
 
+def with_beside(rows: pd.DataFrame, other: pd.DataFrame, other_name: str) -> pd.DataFrame:
+    """``rows`` and, as further competitors, ``other``'s rows on the tasks ``rows`` has: each
+    of its methods named ``METHOD (published)`` where ``other`` holds imported published
+    results, else ``METHOD (OTHER)``. Both must name tasks alike (an HDF5 collection run with
+    ``dataset.split_task`` names them ``data set / model``, as CalArena's results do)."""
+    mine = set(task_rows(rows)["dataset"])
+    theirs = task_rows(other)["dataset"]
+    shared = theirs.isin(mine).to_numpy()
+    if not shared.any():
+        raise CalbenchError(
+            f"{other_name} has none of the tasks of the leaderboard's experiment (e.g. "
+            f"{sorted(mine)[:2]} against {sorted(set(theirs))[:2]}); --beside needs the same "
+            "tasks, named alike."
+        )
+    for column in ("loss", "shift"):
+        if rows[column].nunique() > 1:
+            raise CalbenchError(
+                f"--beside compares one {column}; the experiment sweeps "
+                f"{sorted(set(rows[column]))}."
+            )
+    tag = "published" if (other["protocol"] == "published").all() else other_name
+    other = other[shared].assign(
+        method=lambda o: o["method"] + f" ({tag})",
+        criterion="none",  # one name per method: the other run's criteria are not ours
+        loss=rows["loss"].iloc[0],
+        shift=rows["shift"].iloc[0],
+    )
+    return pd.concat([rows, other], ignore_index=True)
+
+
 def _paired(store, rows, cells, methods, settings) -> np.ndarray:
     """(tasks, k, k): on each task, i and j differ by the paired bootstrap (the interval of
     their difference excludes 0)."""
@@ -116,13 +149,18 @@ def leaderboard(
     paired: bool = True,
     methods: list[str] | None = None,
     tasks: list[str] | None = None,
+    beside: str | None = None,
 ) -> Leaderboard:
     """The leaderboard of ``experiment`` on ``metric`` (``methods``: only these, e.g. to
     leave out a method that has not run on every task yet; ``tasks``: only these task
-    labels, `calbench.tables.groups`)."""
+    labels, `calbench.tables.groups`; ``beside``: another experiment's methods on the same
+    tasks as well, `with_beside`)."""
     settings = settings or BootstrapSettings()
     store = ResultStore(results_dir)
     rows = experiment_rows(store, experiment)
+    if beside:
+        rows = with_beside(rows, experiment_rows(store, beside), beside)
+        experiment = f"{experiment}+{beside}"
     values, cells = task_values(rows, metric)
     if tasks is not None:
         values = values.loc[values.index.isin(tasks)]
@@ -287,6 +325,7 @@ def caption(board: Leaderboard) -> str:
     )
     if few_blocks_caveat(board):
         text += " " + few_blocks_caveat(board)
+    text += same_data_note(board)
     if board.paired:
         text += (
             " Clear wins count only wins the paired bootstrap of the two methods' difference "
@@ -299,6 +338,21 @@ def caption(board: Leaderboard) -> str:
     if board.left_out:
         text += f" Left out (a method has no value there): {', '.join(board.left_out)}."
     return text
+
+
+def same_data_note(board: Leaderboard) -> str:
+    """Beside another experiment's results: how far its uncalibrated model's values lie from
+    this one's (0 up to float32 rounding when both scored the same data)."""
+    pairs = [(c, c.split(" (")[0]) for c in board.values.columns if " (" in c]
+    pairs = [(other, mine) for other, mine in pairs if mine == "uncal" and mine in board.values]
+    if not pairs:
+        return ""
+    other, mine = pairs[0]
+    gap = (board.values[other] - board.values[mine]).abs().max()
+    return (
+        f" Same data? {mine} and {other} differ by at most {gap:.2g} in {board.metric} over "
+        f"the {len(board.values)} tasks."
+    )
 
 
 def to_markdown(board: Leaderboard) -> str:

@@ -8,6 +8,10 @@ with, so composing one job per distinct value of each swept key finds the same e
 kull_uci composes 38 jobs instead of 1540. The jobs themselves are composed again where
 they run, as before; calbench's launcher composes each swept value itself before any job
 runs (`hydra_plugins.calbench_launcher.composition`), and then this check is left to it.
+
+It also expands ``dataset.task=all`` (on the command line or in a preset's sweep) into every
+task of the HDF5 file the composed ``dataset.path`` names (`calbench.data.hdf5.all_tasks`),
+so a preset runs on the tasks present without listing them.
 """
 
 from collections.abc import Sequence
@@ -37,7 +41,27 @@ def representative_jobs(batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
     return chosen
 
 
+def _expanded(overrides: list[str], config) -> list[str]:
+    """`calbench.data.hdf5.expand_all_tasks`, its error one line as calbench's others."""
+    import sys
+
+    from calbench.data.hdf5 import expand_all_tasks
+    from calbench.errors import CalbenchError
+
+    try:
+        return expand_all_tasks(overrides, config)
+    except CalbenchError as exc:
+        print(f"calbench: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 class CalbenchSweeper(BasicSweeper):
+    def _parse_config(self) -> list[str]:
+        return _expanded(super()._parse_config(), self.config)
+
+    def sweep(self, arguments: list[str]):
+        return super().sweep(_expanded(list(arguments), self.config))
+
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         if getattr(self.launcher, "checks_every_value", False):
             return

@@ -244,3 +244,67 @@ def test_the_data_list_fits_a_wide_terminal(tmp_path):
     names = ["kull_deepnet_procedure", "valk_real", "gupta_ks", "hoki_ece"]
     assert experiments_text(names) == "gupta_ks, hoki_ece +2"
     assert experiments_text([]) == "-"
+
+
+class HubHandler(BaseHTTPRequestHandler):
+    """The Hugging Face hub's way: ``/resolve`` answers 302 with the LFS file's SHA-256 in
+    ``X-Linked-Etag``; the storage it redirects to serves the bytes (and ranges)."""
+
+    published = DIGEST
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path == "/resolve":
+            self.send_response(302)
+            self.send_header("Location", "/blob")
+            self.send_header("X-Linked-Etag", f'"{type(self).published}"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        start = 0
+        header = self.headers.get("Range")
+        if header:
+            start = int(header.split("=")[1].rstrip("-"))
+            self.send_response(206)
+        else:
+            self.send_response(200)
+        body = PAYLOAD[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def hub():
+    HubHandler.published = DIGEST
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), HubHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/resolve"
+    httpd.shutdown()
+
+
+def test_a_sum_the_server_publishes_is_checked_where_the_registry_has_none(hub, tmp_path):
+    from calbench.data.fetch import download_checked
+
+    path, check = download_checked(hub, tmp_path / "c.h5", None, progress=False)
+    assert path.read_bytes() == PAYLOAD
+    assert check == "SHA-256 verified against the one its server publishes"
+    HubHandler.published = "f" * 64
+    with pytest.raises(CalbenchError, match="its server publishes f{64}"):
+        download_checked(hub, tmp_path / "d.h5", None, progress=False)
+    assert not (tmp_path / "d.h5").exists() and not (tmp_path / "d.h5.part").exists()
+
+
+def test_a_hub_download_resumes_through_the_redirect(hub, tmp_path):
+    (tmp_path / "c.h5.part").write_bytes(PAYLOAD[:1000])
+    assert download(hub, tmp_path / "c.h5", progress=False).read_bytes() == PAYLOAD
+
+
+def test_without_any_sum_the_fetch_says_so(server, tmp_path):
+    from calbench.data.fetch import download_checked
+
+    _, check = download_checked(server, tmp_path / "x.bin", None, progress=False)
+    assert check == "no SHA-256 published to verify against"

@@ -66,8 +66,8 @@ def calarena_win_rates(brier: dict) -> dict:
 def test_the_imported_leaderboard_gives_calarenas_win_rates(tmp_path):
     write_calarena(tmp_path / "source")
     summary = import_calarena(tmp_path / "source", tmp_path / "results")
-    assert summary == {"calarena_tabrepo_multiclass": (5, 4)}
-    board = leaderboard(tmp_path / "results", "calarena_tabrepo_multiclass", "brier")
+    assert summary == {"calarena_published_tabrepo_multiclass": (5, 4)}
+    board = leaderboard(tmp_path / "results", "calarena_published_tabrepo_multiclass", "brier")
     expected = calarena_win_rates(BRIER)
     for method, rate in expected.items():
         assert board.table.loc[method_name(method), "win_rate"] == pytest.approx(rate, abs=1e-15)
@@ -92,7 +92,7 @@ def test_importing_again_changes_nothing_and_an_edited_file_replaces_its_cell(tm
         source / "results" / "tabrepo-multiclass" / "SMS.csv"
     )
     import_calarena(source, tmp_path / "results")
-    board = leaderboard(tmp_path / "results", "calarena_tabrepo_multiclass", "brier")
+    board = leaderboard(tmp_path / "results", "calarena_published_tabrepo_multiclass", "brier")
     assert board.table.loc["sms", "win_rate"] == pytest.approx(0.0)
 
 
@@ -122,7 +122,7 @@ def test_the_improvement_table_is_calarenas():
 
 
 def test_experiment_and_method_names():
-    assert experiment_name("tabrepo-multiclass") == "calarena_tabrepo_multiclass"
+    assert experiment_name("tabrepo-multiclass") == "calarena_published_tabrepo_multiclass"
     assert [method_name(m) for m in ("Base-model", "TS", "Venn-Abers", "SMS")] == [
         "uncal",
         "ts",
@@ -139,7 +139,9 @@ def test_leaderboards_by_a_task_property_rank_each_group_alone(tmp_path):
     write_calarena(tmp_path / "source")
     import_calarena(tmp_path / "source", tmp_path / "results")
     boards = dict(
-        leaderboards_by(tmp_path / "results", "calarena_tabrepo_multiclass", "brier", "classifier")
+        leaderboards_by(
+            tmp_path / "results", "calarena_published_tabrepo_multiclass", "brier", "classifier"
+        )
     )
     assert sorted(boards) == ["CatBoost", "KNN", "LightGBM", "XGB"]
     catboost = [i for i, (_, m) in enumerate(TASKS) if m == "CatBoost"]
@@ -147,6 +149,6 @@ def test_leaderboards_by_a_task_property_rank_each_group_alone(tmp_path):
     for method, rate in expected.items():
         assert boards["CatBoost"].table.loc[method_name(method), "win_rate"] == pytest.approx(rate)
     by_size = leaderboards_by(
-        tmp_path / "results", "calarena_tabrepo_multiclass", "brier", "n_classes"
+        tmp_path / "results", "calarena_published_tabrepo_multiclass", "brier", "n_classes"
     )
     assert [label for label, _ in by_size] == ["n_classes = 3"]

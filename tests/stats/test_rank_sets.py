@@ -45,10 +45,13 @@ def test_a_leaderboard_over_few_data_sets_says_its_intervals_cannot_be_trusted(t
 
     write_calarena(tmp_path / "source")
     import_calarena(tmp_path / "source", tmp_path / "results")
-    board = leaderboard(tmp_path / "results", "calarena_tabrepo_multiclass", "brier")
+    board = leaderboard(tmp_path / "results", "calarena_published_tabrepo_multiclass", "brier")
     assert "Only 2 block(s) of tasks: the intervals cannot be trusted" in caption(board)
     assert len(leaderboard_cd_figure(board, tmp_path / "figures")) == 1
     four = leaderboard(
-        tmp_path / "results", "calarena_tabrepo_multiclass", "brier", tasks=board.values.index[:4]
+        tmp_path / "results",
+        "calarena_published_tabrepo_multiclass",
+        "brier",
+        tasks=board.values.index[:4],
     )
     assert leaderboard_cd_figure(four, tmp_path / "four") == []
