@@ -41,6 +41,25 @@ def _check_calibration_labels(y_cal: np.ndarray, n_classes: int, where: str) -> 
         )
 
 
+def binary_classes(positive, k: int, where: str) -> tuple[list[int], list[int]]:
+    """(class 1's classes, class 0's) of a two-class task made of a ``k``-class set:
+    ``positive`` lists class 1's classes, or ``half`` takes the first ``k // 2`` (one
+    setting for every set of a sweep, whatever its number of classes)."""
+    if positive == "half":
+        positive = range(k // 2)
+    elif isinstance(positive, str):
+        raise CalbenchError(
+            f"{where}: binary.positive is a list of classes or half; got {positive!r}."
+        )
+    chosen = sorted({int(c) for c in positive})
+    if not chosen or chosen[0] < 0 or chosen[-1] >= k or len(chosen) == k:
+        raise CalbenchError(
+            f"{where}: binary.positive must name some but not all of the classes 0..{k - 1}; "
+            f"got {list(positive)}."
+        )
+    return chosen, [c for c in range(k) if c not in chosen]
+
+
 @dataclass(eq=False)
 class Dataset:
     """Scores and labels of one classifier on a calibration and a test split.
@@ -138,17 +157,11 @@ class Dataset:
         """This set as a two-class task: class 1 the ``positive`` classes, class 0 the rest,
         with logits ``(logsumexp(z_rest), logsumexp(z_positive))``, so that class 1's
         probability is the total of its classes' (CalArena's cv-binary CIFAR-10: animals,
-        classes 2-7, against machines). ``names``: the two classes' names."""
+        classes 2-7, against machines; `binary_classes`). ``names``: the two classes'
+        names."""
         from scipy.special import logsumexp
 
-        k = self.n_classes
-        chosen = sorted({int(c) for c in positive})
-        if not chosen or chosen[0] < 0 or chosen[-1] >= k or len(chosen) == k:
-            raise CalbenchError(
-                f"{self.source or self.name}: binary.positive must name some but not all of "
-                f"the classes 0..{k - 1}; got {list(positive)}."
-            )
-        rest = [c for c in range(k) if c not in chosen]
+        chosen, rest = binary_classes(positive, self.n_classes, self.source or self.name)
 
         def grouped(z):
             return np.column_stack([logsumexp(z[:, rest], axis=1), logsumexp(z[:, chosen], axis=1)])

@@ -7,11 +7,12 @@ read: comma-separated rows, numeric features, the class label last.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import numpy as np
 
+from calbench.data.dataset import binary_classes
 from calbench.errors import CalbenchError
 from calbench.validation import check_labels, check_scores
 
@@ -79,6 +80,20 @@ class FeatureSet:
     @property
     def classifier_name(self) -> str:
         return str(self.classifier.get("name", "none"))
+
+    def as_binary(self, positive, names=None) -> FeatureSet:
+        """This set as a two-class problem before any model is trained: class 1 the
+        ``positive`` classes (`calbench.data.dataset.binary_classes`), class 0 the rest, so
+        the classifier learns the binary task and the calibrators see its two-class scores.
+        ``names``: the two classes' names (default: the classes each side holds)."""
+        chosen, rest = binary_classes(positive, self.n_classes, self.source or self.name)
+        if names is None and self.class_names is not None:
+            names = ["+".join(self.class_names[c] for c in side) for side in (rest, chosen)]
+        return replace(
+            self,
+            y=np.isin(self.y, chosen).astype(np.int64),
+            class_names=list(names) if names is not None else None,
+        )
 
 
 def load_tabular(source: str, classifier: dict, standardize: bool = True) -> FeatureSet:

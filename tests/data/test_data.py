@@ -234,3 +234,22 @@ def test_a_configured_data_set_made_binary():
         binary.probs_test[:, 1], plain.probs_test[:, [0, 2]].sum(axis=1), rtol=1e-12
     )
     np.testing.assert_array_equal(binary.y_test, np.isin(plain.y_test, [0, 2]))
+
+
+def test_a_feature_set_made_binary_before_its_classifier_is_trained():
+    """``dataset.binary`` on a UCI feature set (the binary_uci preset): the labels regrouped
+    before any model is trained, ``half`` taking the first half of the classes."""
+    from calbench.data.tabular import load_keel
+    from calbench.runner.plan import load_configured_dataset
+
+    config = {"loader": "tabular", "source": "vowel", "classifier": {"name": "logistic"}}
+    binary = load_configured_dataset({**config, "binary": {"positive": "half"}})
+    features, y, names = load_keel("vowel")
+    assert binary.n_classes == 2 and len(names) == 11
+    np.testing.assert_array_equal(binary.y, np.isin(y, [0, 1, 2, 3, 4]))
+    np.testing.assert_array_equal(binary.features, features)
+    assert binary.class_names == ["+".join(names[5:]), "+".join(names[:5])]
+    with pytest.raises(CalbenchError, match="a list of classes or half; got 'most'"):
+        load_configured_dataset({**config, "binary": {"positive": "most"}})
+    with pytest.raises(CalbenchError, match="some but not all of the classes 0..10"):
+        load_configured_dataset({**config, "binary": {"positive": list(range(11))}})
