@@ -326,3 +326,32 @@ def test_calarena_binary_numbers_on_the_published_densenet40(published_logits, t
     missed = mine[~mine["status"].isin(["equal", "within tolerance"])]
     columns = ["method", "metric", "published", "calbench", "status"]
     assert missed.empty, "numbers off CalArena's:\n" + missed[columns].to_string()
+
+
+def test_a_binary_cir_prices_a_certain_miss_as_calarena(rng):
+    """On two classes CalArena runs probmetrics' CIR unclipped: a run of one label predicts
+    exactly 0 or 1, which its float32 log-loss floors at ln(float32 tiny). calbench floors
+    there too (not at 1e-30), so its float32-floored log-loss equals probmetrics' own
+    LogLoss on the reference's predictions, certain misses included."""
+    from probmetrics.metrics import Metrics
+
+    p1 = rng.uniform(0, 1, 3000).astype(np.float32)
+    y = (rng.random(3000) < np.clip(1.4 * p1 - 0.2, 0, 1)).astype(int)
+    cal, test = slice(0, 1000), slice(1000, None)
+    y_test = y[test].copy()
+    y_test[np.argmax(p1[test])] = 0  # a certain miss: CIR predicts class 1 with p = 1 there
+    probs = np.column_stack([1 - p1, p1]).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = pc.CenteredIsotonicRegressionCalibrator().fit(p1[cal], y[cal])
+        expected = np.asarray(reference.predict_proba(p1[test]), dtype=np.float64)
+    assert (expected == 0).any()
+    published = Metrics.from_names(["logloss"]).compute_all_from_labels_probs(
+        torch.as_tensor(y_test), torch.as_tensor(expected)
+    )["logloss"]
+    ours = make_calibrator("cir").fit(probs_to_logits(probs[cal]), y[cal])
+    predicted = ours.predict_proba(probs_to_logits(probs[test]))
+    np.testing.assert_allclose(predicted, expected, atol=1e-30, rtol=1e-12)
+    # within float32 rounding of the floor; 1e-30 would have cost 18.3 / 2000 = 9e-3 more
+    assert log_loss(predicted, y_test, floor="float32") == pytest.approx(float(published), abs=1e-7)
+    assert log_loss(predicted, y_test) < 90  # calbench's own log-loss stays finite
