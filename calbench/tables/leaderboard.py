@@ -1,5 +1,6 @@
-"""``calbench leaderboard EXPERIMENT [--metric M]``: which method wins across the tasks of an
-experiment (networks, or UCI data set / classifier pairs), and how sure that is.
+"""``calbench leaderboard EXPERIMENT[,EXPERIMENT...] [--metric M]``: which method wins across
+the tasks of an experiment (networks, or UCI data set / classifier pairs), and how sure
+that is.
 
 Per method: the mean rank over tasks; the win rate (`calbench.stats.arena`) with a 95%
 interval from the bootstrap over blocks of tasks (a block: the tasks of one data set); the
@@ -10,6 +11,9 @@ interval; on how many tasks it is distinguishably better or worse than TS; the m
 time over tasks. Written to ``results/leaderboards/EXPERIMENT_METRIC.md|tex|csv``; the
 win-rate figure and the critical-difference diagram are `calbench.plots.leaderboard`'s.
 Only tasks where every method has a value are ranked; the others are named.
+``EXPERIMENT`` may list several, comma-separated (CalArena's collections): their tasks are
+pooled over the methods every one of them ran (`pooled_rows`), and the caption adds
+CalArena's own ranking across collections, the mean of the per-experiment win rates.
 ``--beside OTHER`` adds OTHER's methods on the same tasks as further competitors, named
 ``METHOD (published)`` for imported published results (`with_beside`): calbench's tuned
 methods ranked beside CalArena's defaults-only numbers.
@@ -94,6 +98,37 @@ def block_of(task: str) -> str:
     return task.split(" / ")[0]
 
 
+def pooled_rows(store, experiments: list[str]) -> pd.DataFrame:
+    """The rows of several experiments as one, on the methods all of them ran; a task (data
+    set and model) met in two experiments keeps both, its model named with its experiment.
+    Blocks stay data sets, across experiments: one data set's tasks resampled together."""
+    parts = [experiment_rows(store, e) for e in experiments]
+    common = set.intersection(*(set(p["method"]) for p in parts))
+    if len(common) < 2:
+        raise CalbenchError(
+            f"{', '.join(experiments)} share {len(common)} method(s) ({sorted(common)}); "
+            "pooling ranks the methods every experiment ran, and needs 2."
+        )
+    seen: dict[tuple, str] = {}
+    for experiment, part in zip(experiments, parts, strict=True):
+        pairs = set(zip(part["dataset"], part["classifier"], strict=True))
+        if any(pair in seen for pair in pairs):
+            part["classifier"] = part["classifier"] + f" [{experiment}]"
+        seen.update(dict.fromkeys(pairs, experiment))
+    rows = pd.concat(parts, ignore_index=True)
+    return rows[rows["method"].isin(common)]
+
+
+def per_experiment_win_rates(results_dir, experiments, metric, methods) -> pd.Series:
+    """CalArena's ranking across its collections: each method's win rate in each
+    experiment alone (over ``methods``), averaged over the experiments."""
+    rates = [
+        leaderboard(results_dir, e, metric, paired=False, methods=methods).table["win_rate"]
+        for e in experiments
+    ]
+    return pd.concat(rates, axis=1).mean(axis=1).sort_values(ascending=False)
+
+
 def with_beside(rows: pd.DataFrame, other: pd.DataFrame, other_name: str) -> pd.DataFrame:
     """``rows`` and, as further competitors, ``other``'s rows on the tasks ``rows`` has: each
     of its methods named ``METHOD (published)`` where ``other`` holds imported published
@@ -157,7 +192,9 @@ def leaderboard(
     tasks as well, `with_beside`)."""
     settings = settings or BootstrapSettings()
     store = ResultStore(results_dir)
-    rows = experiment_rows(store, experiment)
+    pooled = [e.strip() for e in experiment.split(",") if e.strip()]
+    rows = pooled_rows(store, pooled) if len(pooled) > 1 else experiment_rows(store, experiment)
+    experiment = "+".join(pooled)  # the pooled name its files take
     if beside:
         rows = with_beside(rows, experiment_rows(store, beside), beside)
         experiment = f"{experiment}+{beside}"
@@ -243,6 +280,9 @@ def leaderboard(
                 bool(distinct[t, methods.index(b), ref]) for t, b in enumerate(best)
             ]
     table = table.sort_values(["win_rate", "mean_rank"], ascending=[False, True])
+    if len(pooled) > 1:
+        mean = per_experiment_win_rates(results_dir, pooled, metric, methods)
+        table["mean_win_rate_over_experiments"] = mean.reindex(table.index)
     return Leaderboard(
         experiment,
         metric,
@@ -286,6 +326,10 @@ def display_frame(board: Leaderboard) -> pd.DataFrame:
             f"{int(b)} / {int(w)}" for b, w in t[["better_than_ts", "worse_than_ts"]].to_numpy()
         ]
     shown["median fit (s)"] = t["median_fit_seconds"].map(lambda v: f"{v:.3g}")
+    if "mean_win_rate_over_experiments" in t:
+        shown["win rate, mean of experiments'"] = t["mean_win_rate_over_experiments"].map(
+            lambda v: f"{v:.3f}"
+        )
     return shown
 
 
@@ -326,6 +370,12 @@ def caption(board: Leaderboard) -> str:
     if few_blocks_caveat(board):
         text += " " + few_blocks_caveat(board)
     text += same_data_note(board)
+    if "mean_win_rate_over_experiments" in board.table:
+        text += (
+            " Pooled over the experiments' tasks, on the methods all of them ran; the last "
+            "column is CalArena's ranking across its collections, the mean of each "
+            "experiment's own win rates."
+        )
     if board.paired:
         text += (
             " Clear wins count only wins the paired bootstrap of the two methods' difference "

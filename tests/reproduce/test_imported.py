@@ -152,3 +152,29 @@ def test_leaderboards_by_a_task_property_rank_each_group_alone(tmp_path):
         tmp_path / "results", "calarena_published_tabrepo_multiclass", "brier", "n_classes"
     )
     assert [label for label, _ in by_size] == ["n_classes = 3"]
+
+
+def test_collections_pool_into_one_leaderboard_and_calarenas_mean_of_them(tmp_path):
+    """Two collections pooled: the win rates are the definition over all their tasks on the
+    methods both ran, a task met in both is kept twice, and the last column is CalArena's
+    ranking across collections, the mean of each collection's own win rates."""
+    other = {m: v for m, v in BRIER.items() if m != "Isotonic"}
+    other["TS"] = [0.20, 0.45, 0.18, 0.12, 0.40]
+    write_calarena(tmp_path / "source")
+    write_calarena(tmp_path / "source", other, collection="tabarena-multiclass")
+    import_calarena(tmp_path / "source", tmp_path / "results")
+    names = "calarena_published_tabrepo_multiclass,calarena_published_tabarena_multiclass"
+    board = leaderboard(tmp_path / "results", names, "brier")
+    assert len(board.values) == 10 and sorted(board.table.index) == ["sms", "ts", "uncal"]
+    common = {m: BRIER[m] + other[m] for m in other}
+    pooled = calarena_win_rates(common)
+    for method, rate in pooled.items():
+        assert board.table.loc[method_name(method), "win_rate"] == pytest.approx(rate)
+    first = calarena_win_rates({m: BRIER[m] for m in other})
+    second = calarena_win_rates(other)
+    for method in other:
+        mean = (first[method] + second[method]) / 2
+        assert board.table.loc[method_name(method), "mean_win_rate_over_experiments"] == (
+            pytest.approx(mean)
+        )
+    assert sorted(set(board.blocks)) == ["iris", "wine"]  # data sets, across collections
