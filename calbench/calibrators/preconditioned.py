@@ -55,8 +55,14 @@ class RowPreconditioner:
         tiny = np.finfo(float).tiny
         n = len(xt)
         weight = probs * (1.0 - probs)
-        diagonal = (weight.T @ xt**2) / n + ridge_curvature
-        mean = (weight.T @ xt) / n
+        if xp is np:  # the two products by torch, on its threads (BLAS is held to one)
+            torch = _torch()
+            w_t, x_t = torch.from_numpy(weight), torch.from_numpy(xt)
+            diagonal = (w_t.T @ x_t**2).numpy() / n + ridge_curvature
+            mean = (w_t.T @ x_t).numpy() / n
+        else:
+            diagonal = (weight.T @ xt**2) / n + ridge_curvature
+            mean = (weight.T @ xt) / n
         weight_mean = weight.mean(axis=0).clip(min=tiny)[:, None]
         rank_one = mean**2 / weight_mean
         # Mathematically diagonal >= rank_one (Cauchy-Schwarz); the floor keeps rounding

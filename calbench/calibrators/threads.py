@@ -6,8 +6,12 @@ from __future__ import annotations
 from threadpoolctl import ThreadpoolController
 
 _CONTROLLER = ThreadpoolController()
+_STARTING = [i for i in _CONTROLLER.info() if i.get("user_api") == "blas"]
 
 
 def blas_threads(limit: int | None):
-    """A context in which BLAS uses at most ``limit`` threads (None: all of them)."""
+    """A context in which BLAS uses at most ``limit`` threads (None: as many as it had at
+    start-up, also inside another limit)."""
+    if limit is None:
+        limit = max(info["num_threads"] for info in _STARTING) if _STARTING else None
     return _CONTROLLER.limit(limits=limit, user_api="blas")
