@@ -45,7 +45,6 @@ from calbench.calibrators.scaling import TemperatureScaling, VectorScaling
 from calbench.calibrators.threads import blas_threads
 from calbench.simplex import log_in_place, softmax
 
-
 #: The gradient at which SMS's diagonal warm start stops (`_fit_matrix_by_scaledlbfgs`).
 WARM_START_TOL = 1e-4
 
