@@ -278,7 +278,9 @@ def _sweep(results, *overrides):
     return calbench("run", "-m", *SMALL, *overrides, f"results_dir={results}")
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
+# Two jobs in the slow suite (10 s): the quick one keeps the parallel launcher's failure
+# path through test_a_killed_worker_costs_its_cell_only.
+@pytest.mark.parametrize("jobs", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_a_sweep_runs_every_cell_it_can_and_reports_the_failures(own_calibrators, jobs):
     results = own_calibrators / "results"
     out = _sweep(
