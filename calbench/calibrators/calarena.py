@@ -309,19 +309,36 @@ class BoostedCalibrator(Calibrator):
     n_folds : int
     seed : int
         Seed of the fold split (CalArena: 42).
+    binary_feature : {"log_odds", "log_probabilities"}
+        A two-class task's feature: ``log_odds``, class 1's ``ln p - ln(1 - p)`` in float32,
+        each log clipped at ±ln(float32 tiny), one column, as probmetrics'
+        ``binary_probs_to_logits`` gives its trees (CalArena's cv-binary Brier on
+        DenseNet-40: LightGBM 0.017217, CatBoost 0.016961, XGBoost 0.017833, as printed);
+        ``log_probabilities``, both classes' ``ln p`` as on more classes (calbench before
+        2026-11-28: 0.017206, 0.017023, 0.017871).
     """
 
     input_kind = "probabilities"
-    _parameter_constraints = {"library": Choice("xgboost", "lightgbm", "catboost")}
+    _parameter_constraints = {
+        "library": Choice("xgboost", "lightgbm", "catboost"),
+        "binary_feature": Choice("log_odds", "log_probabilities"),
+    }
 
-    def __init__(self, library="xgboost", n_folds=5, seed=42):
+    def __init__(self, library="xgboost", n_folds=5, seed=42, binary_feature="log_odds"):
         self.library = library
         self.n_folds = n_folds
         self.seed = seed
+        self.binary_feature = binary_feature
 
-    @staticmethod
-    def _features(logits):
-        return calarena_log_probabilities(logits)
+    def _features(self, logits):
+        if np.shape(logits)[1] != 2 or self.binary_feature == "log_probabilities":
+            return calarena_log_probabilities(logits)
+        p = calarena_probabilities(logits)[:, 1].astype(np.float32)
+        bound = np.float64(-LOG_TINY32)  # float64, as numpy's own scalar there: the logs
+        with np.errstate(divide="ignore"):  # are float32, their clip and difference not
+            log_p = np.clip(np.log(p), -bound, bound)
+            log_rest = np.clip(np.log1p(-p), -bound, bound)
+        return (log_p - log_rest)[:, None]
 
     def _fit(self, logits, y):
         module = optional_module(self.library)

@@ -355,3 +355,22 @@ def test_a_binary_cir_prices_a_certain_miss_as_calarena(rng):
     # within float32 rounding of the floor; 1e-30 would have cost 18.3 / 2000 = 9e-3 more
     assert log_loss(predicted, y_test, floor="float32") == pytest.approx(float(published), abs=1e-7)
     assert log_loss(predicted, y_test) < 90  # calbench's own log-loss stays finite
+
+
+@pytest.mark.parametrize(
+    "name, atol", [("lightgbm", 1e-12), ("catboost", 1e-12), ("xgboost", 1e-6)]
+)
+def test_a_binary_boosting_calibrator_sees_class_1s_log_odds_as_calarenas(rng, name, atol):
+    """On two classes probmetrics gives its trees one feature, class 1's float32 log-odds
+    (``binary_probs_to_logits``), not both classes' log-probabilities."""
+    p1 = rng.beta(0.6, 0.6, 1500).astype(np.float32)
+    y = (rng.random(1500) < p1**1.3).astype(int)
+    probs = np.column_stack([1 - p1, p1]).astype(np.float32)
+    factory = {"lightgbm": pc.LightGBMCalibrator, "catboost": pc.CatBoostCalibrator}
+    reference = factory.get(name, pc.XGBoostCalibrator)()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = np.asarray(reference.fit(p1[:1000], y[:1000]).predict_proba(p1[1000:]))
+        model = make_calibrator(name).fit(probs_to_logits(probs[:1000]), y[:1000])
+    ours = model.predict_proba(probs_to_logits(probs[1000:]))
+    np.testing.assert_allclose(ours, expected, atol=atol, rtol=0)
