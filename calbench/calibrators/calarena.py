@@ -62,6 +62,7 @@ _OPTIONAL = {
     "splinecalib": "splinecalib",
     "netcal": "netcal",
     "torchmin": "pytorch-minimize",
+    "betacal": "betacal",
 }
 
 

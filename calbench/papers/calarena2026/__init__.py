@@ -7,6 +7,7 @@ from calbench.papers.calarena2026.replicas import (
     Float32MatrixScaling,
     Float32StructuredMatrixScaling,
     LogProbabilityVectorScaling,
+    StoredBeta,
     StoredIsotonic,
     StoredVennAbers,
     SummedODIR,
@@ -15,6 +16,7 @@ from calbench.papers.calarena2026.replicas import (
 CALIBRATORS = {
     "vs_logp": (LogProbabilityVectorScaling, {}),
     "isotonic_stored": (StoredIsotonic, {}),
+    "beta_stored": (StoredBeta, {}),
     "ms_float32": (Float32MatrixScaling, {}),
     "sms_float32": (Float32StructuredMatrixScaling, {}),
     "venn_abers_stored": (StoredVennAbers, {}),

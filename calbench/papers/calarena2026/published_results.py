@@ -46,7 +46,7 @@ METHODS = {
     "LightGBM": "lightgbm",
     "CatBoost": "catboost",
     # the binary track's own methods
-    "Beta": "beta",
+    "Beta": "beta_calarena",
     "CDF-Spline": "cdf_spline_calarena",
     "ENIR": "enir",
     "Platt-logits": "platt_logits",
@@ -67,6 +67,7 @@ OWN_VARIANTS = {
     "Dirichlet": "dir_odir",
     "Spline": "spline",
     "Kernel": "kernel_dir",
+    "Beta": "beta",  # betacal's map in float64, clipped at float64's epsilon
 }
 
 #: CalArena's metric columns -> calbench's metric (conf/metrics/calarena.yaml), in its

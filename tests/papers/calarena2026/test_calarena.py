@@ -374,3 +374,23 @@ def test_a_binary_boosting_calibrator_sees_class_1s_log_odds_as_calarenas(rng, n
         model = make_calibrator(name).fit(probs_to_logits(probs[:1000]), y[:1000])
     ours = model.predict_proba(probs_to_logits(probs[1000:]))
     np.testing.assert_allclose(ours, expected, atol=atol, rtol=0)
+
+
+def test_beta_calarena_is_betacal_on_the_stored_float32_scores(rng):
+    """CalArena's Beta: probmetrics' BetacalCalibrator (betacal on class 1's float32
+    probability, clipped at float32's epsilon). Where many scores are exactly 1.0 in float32
+    it differs from calbench's float64 `beta`."""
+    z = rng.normal(8, 8, 2000)
+    p1 = (1 / (1 + np.exp(-z))).astype(np.float32)  # a confident network's float32 scores
+    y = (rng.random(2000) < 1 / (1 + np.exp(-z / 3))).astype(int)
+    assert (p1 == 1).mean() > 0.1
+    probs = np.column_stack([1 - p1, p1]).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = pc.BetacalCalibrator().fit(p1[:1200], y[:1200])
+        expected = np.asarray(reference.predict_proba(p1[1200:]), dtype=np.float64)
+        ours = make_calibrator("beta_calarena").fit(probs_to_logits(probs[:1200]), y[:1200])
+        plain = make_calibrator("beta").fit(probs_to_logits(probs[:1200]), y[:1200])
+    got = ours.predict_proba(probs_to_logits(probs[1200:]))
+    np.testing.assert_allclose(got, expected, atol=1e-7, rtol=0)
+    assert np.abs(plain.predict_proba(probs_to_logits(probs[1200:])) - got).max() > 1e-3
