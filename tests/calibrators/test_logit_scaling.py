@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from calbench.calibrators import make_calibrator
+from calbench.simplex import probs_to_logits
 
 
 def _binary(rng, n=4000):
@@ -130,3 +131,26 @@ def test_enir_falls_back_to_isotonic_regression_on_separable_data():
     assert model.fallback_ == [True]
     expected = IsotonicRegression(out_of_bounds="clip").fit(p1, y).predict(p1)
     np.testing.assert_allclose(model.predict_proba(x)[:, 1], expected, atol=1e-7)
+
+
+def test_scaling_binning_clips_the_logit_as_kumar_et_al_on_saturated_scores(rng):
+    """Scores that round to 1 in float32 (a confident network, as CalArena stores it): their
+    Platt step clips p into [1e-12, 1 - 1e-12] before the logit; unclipped, the logit
+    difference of such a row is 708 and the fit and its bins move."""
+    from calibration import PlattBinnerCalibrator
+
+    z = rng.normal(8, 8, 4000)
+    p1 = (1 / (1 + np.exp(-z))).astype(np.float32)
+    y = (rng.random(4000) < np.where(p1 == 1, 0.9, 1 / (1 + np.exp(-z / 3)))).astype(int)
+    assert (p1 == 1).mean() > 0.1
+    probs = np.column_stack([1 - p1, p1]).astype(np.float32)
+    cal, test = slice(0, 2500), slice(2500, None)
+    theirs = PlattBinnerCalibrator(num_calibration=None, num_bins=10)
+    theirs.train_calibration(p1[cal], y[cal])
+    logits = probs_to_logits(probs)  # ln p, a zero at the float64 floor
+    ours = make_calibrator("scaling_binning").fit(logits[cal], y[cal])
+    expected = theirs.calibrate(p1[test])
+    # their Platt is scikit-learn's L-BFGS at its default tolerance: within 3e-4
+    np.testing.assert_allclose(ours.predict_proba(logits[test])[:, 1], expected, atol=3e-4)
+    unclipped = make_calibrator("scaling_binning", clip=0).fit(logits[cal], y[cal])
+    assert np.abs(unclipped.predict_proba(logits[test])[:, 1] - expected).max() > 1e-2
