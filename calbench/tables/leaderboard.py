@@ -109,12 +109,12 @@ def pooled_rows(store, experiments: list[str]) -> pd.DataFrame:
             f"{', '.join(experiments)} share {len(common)} method(s) ({sorted(common)}); "
             "pooling ranks the methods every experiment ran, and needs 2."
         )
-    seen: dict[tuple, str] = {}
-    for experiment, part in zip(experiments, parts, strict=True):
+    seen: set[tuple] = set()
+    for i, (experiment, part) in enumerate(zip(experiments, parts, strict=True)):
         pairs = set(zip(part["dataset"], part["classifier"], strict=True))
-        if any(pair in seen for pair in pairs):
-            part["classifier"] = part["classifier"] + f" [{experiment}]"
-        seen.update(dict.fromkeys(pairs, experiment))
+        if pairs & seen:
+            parts[i] = part.assign(classifier=part["classifier"] + f" [{experiment}]")
+        seen |= pairs
     rows = pd.concat(parts, ignore_index=True)
     return rows[rows["method"].isin(common)]
 
@@ -193,6 +193,11 @@ def leaderboard(
     settings = settings or BootstrapSettings()
     store = ResultStore(results_dir)
     pooled = [e.strip() for e in experiment.split(",") if e.strip()]
+    if beside and len(pooled) > 1:
+        raise CalbenchError(
+            "--beside sets one experiment's tasks beside another's; pool the experiments "
+            "(A,B,C) or compare one of them, not both at once."
+        )
     rows = pooled_rows(store, pooled) if len(pooled) > 1 else experiment_rows(store, experiment)
     experiment = "+".join(pooled)  # the pooled name its files take
     if beside:
