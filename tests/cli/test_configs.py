@@ -51,19 +51,33 @@ def _setting(config: dict) -> str:
     return json.dumps([picked, rest], sort_keys=True, default=str)
 
 
+def _protocol_and_metrics(config: dict) -> str:
+    """The preset's protocol and metric set: what a method meets that the group tests'
+    default composition does not."""
+    picked = {}
+    for item in config.get("defaults", []):
+        if isinstance(item, dict):
+            picked.update(item)
+    return f"{picked.get('override /protocol')}|{picked.get('override /metrics')}"
+
+
 def _sweep_points():
     """Each preset with each method its sweep names (what a preset's protocol and metrics
     meet; a preset that sweeps none, once), once per setting (`_setting`); its other swept
     values are checked by name below, which is as strict for a typo and a hundred
-    compositions cheaper."""
-    seen = set()
+    compositions cheaper. The quick suite composes a method once per protocol and metric
+    set; the slow suite the rest (about 150 compositions, 20 s)."""
+    seen, quick = set(), set()
     for preset, config in read_group("experiment").items():
         setting = _setting(config)
         for method in swept_values(config, "method") or [None]:
             if (setting, method) in seen:
                 continue
             seen.add((setting, method))
-            yield pytest.param(preset, method, id=f"{preset}:{method}")
+            first = (_protocol_and_metrics(config), method) not in quick
+            quick.add((_protocol_and_metrics(config), method))
+            marks = () if first else (pytest.mark.slow,)
+            yield pytest.param(preset, method, id=f"{preset}:{method}", marks=marks)
 
 
 def _sweep_overrides(preset: str, method: str | None) -> list[str]:

@@ -268,10 +268,14 @@ class StoredBeta(BetaCalibrator):
         return calarena_probabilities(logits)
 
     def _fit_binary(self, scores, outcomes):
+        if outcomes.min() == outcomes.max():  # a class absent: `beta`'s constant frequency
+            return super()._fit_binary(scores, outcomes)
         betacal = optional_module("betacal")
         return betacal.BetaCalibration("abm").fit(
             np.asarray(scores, dtype=np.float32), outcomes.astype(int)
         )
 
     def _apply_binary(self, fitted, scores):
+        if isinstance(fitted, tuple):
+            return super()._apply_binary(fitted, scores)
         return np.asarray(fitted.predict(np.asarray(scores, dtype=np.float32)), np.float64)
