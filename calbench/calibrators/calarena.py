@@ -133,16 +133,14 @@ class _OneVsRestFloor(OneVsRestCalibrator):
     label predicts exactly 0 or 1, which its float32 metrics price at ln(float32 tiny). The
     floor there is float32's tiny, so every metric equals CalArena's and calbench's own
     log-loss stays finite (a certain miss costs 87.3, where 1e-30 made it 69.1: CIR's
-    cv-binary log-loss on DenseNet-40, 0.038039 against CalArena's 0.039865, one test row)."""
+    cv-binary log-loss on DenseNet-40, 0.038039 against CalArena's 0.039865, one test row).
+    Subclasses take that floor as their parameter ``two_class_floor``."""
 
     # A bin or run of one label predicts 0 or 1; the 1e-30 floor leaves 1 - 9e-30.
     _certainty = "possible"
 
     def _scores(self, logits):
         return calarena_probabilities(logits).astype(np.float64)
-
-    #: Where a two-class task's certain 0 or 1 is floored (`two_class_floor`).
-    two_class_floor = TINY32
 
     def _predict_proba(self, logits):
         out = self._binary_outputs(self._scores(logits))

@@ -55,14 +55,14 @@ class RowPreconditioner:
         tiny = np.finfo(float).tiny
         n = len(xt)
         weight = probs * (1.0 - probs)
-        if xp is np:  # the two products by torch, on its threads (BLAS is held to one)
-            torch = _torch()
-            w_t, x_t = torch.from_numpy(weight), torch.from_numpy(xt)
-            diagonal = (w_t.T @ x_t**2).numpy() / n + ridge_curvature
-            mean = (w_t.T @ x_t).numpy() / n
-        else:
-            diagonal = (weight.T @ xt**2) / n + ridge_curvature
-            mean = (weight.T @ xt) / n
+        # The two products by torch, on its threads (BLAS is held to one), for numpy too.
+        as_tensor = _torch().from_numpy if xp is np else (lambda a: a)
+        w_t, x_t = as_tensor(weight), as_tensor(xt)
+        products = [w_t.T @ x_t**2, w_t.T @ x_t]
+        if xp is np:
+            products = [product.numpy() for product in products]
+        diagonal = products[0] / n + ridge_curvature
+        mean = products[1] / n
         weight_mean = weight.mean(axis=0).clip(min=tiny)[:, None]
         rank_one = mean**2 / weight_mean
         # Mathematically diagonal >= rank_one (Cauchy-Schwarz); the floor keeps rounding

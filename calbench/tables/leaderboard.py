@@ -119,14 +119,18 @@ def pooled_rows(store, experiments: list[str]) -> pd.DataFrame:
     return rows[rows["method"].isin(common)]
 
 
-def per_experiment_win_rates(results_dir, experiments, metric, methods) -> pd.Series:
-    """CalArena's ranking across its collections: each method's win rate in each
-    experiment alone (over ``methods``), averaged over the experiments."""
+def per_experiment_win_rates(rows: pd.DataFrame, values: pd.DataFrame, better: bool):
+    """CalArena's ranking across its collections: each method's win rate over one
+    experiment's tasks of ``values`` (the pooled tasks x methods), averaged over the
+    experiments."""
+    labels = labelled(rows)
     rates = [
-        leaderboard(results_dir, e, metric, paired=False, methods=methods).table["win_rate"]
-        for e in experiments
+        arena.win_rates(arena.beats(values.loc[values.index.isin(tasks)].to_numpy(), better)).mean(
+            axis=0
+        )
+        for _, tasks in labels.groupby("experiment")["dataset"]
     ]
-    return pd.concat(rates, axis=1).mean(axis=1).sort_values(ascending=False)
+    return pd.Series(np.mean(rates, axis=0), index=values.columns)
 
 
 def with_beside(rows: pd.DataFrame, other: pd.DataFrame, other_name: str) -> pd.DataFrame:
@@ -286,7 +290,7 @@ def leaderboard(
             ]
     table = table.sort_values(["win_rate", "mean_rank"], ascending=[False, True])
     if len(pooled) > 1:
-        mean = per_experiment_win_rates(results_dir, pooled, metric, methods)
+        mean = per_experiment_win_rates(rows, complete, better)
         table["mean_win_rate_over_experiments"] = mean.reindex(table.index)
     return Leaderboard(
         experiment,

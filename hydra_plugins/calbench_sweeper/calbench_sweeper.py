@@ -10,7 +10,7 @@ they run, as before; calbench's launcher composes each swept value itself before
 runs (`hydra_plugins.calbench_launcher.composition`), and then this check is left to it.
 
 It also expands ``dataset.task=all`` (on the command line or in a preset's sweep) into every
-task of the HDF5 file the composed ``dataset.path`` names (`calbench.data.hdf5.all_tasks`),
+task of the HDF5 file the composed ``dataset.path`` names (`calbench.data.hdf5.expand_all_tasks`),
 so a preset runs on the tasks present without listing them.
 """
 

@@ -37,13 +37,19 @@ def _built(*overrides) -> None:
     assert not unknown, f"dataset {dataset}: keys {unknown} reach no loader parameter"
 
 
-def _setting(config: dict) -> str:
-    """What a preset sets besides its name and sweep, its data set by loader: presets alike
-    in it (CalArena's seven collections, by twos and threes) meet a method identically."""
+def _overrides(config: dict) -> dict:
+    """A preset's ``defaults`` overrides, ``override /GROUP`` -> option."""
     picked = {}
     for item in config.get("defaults", []):
         if isinstance(item, dict):
             picked.update(item)
+    return picked
+
+
+def _setting(config: dict) -> str:
+    """What a preset sets besides its name and sweep, its data set by loader: presets alike
+    in it (CalArena's seven collections, by twos and threes) meet a method identically."""
+    picked = _overrides(config)
     dataset = picked.pop("override /dataset", None)
     if dataset:
         picked["loader"] = read_group("dataset")[dataset].get("loader")
@@ -54,10 +60,7 @@ def _setting(config: dict) -> str:
 def _protocol_and_metrics(config: dict) -> str:
     """The preset's protocol and metric set: what a method meets that the group tests'
     default composition does not."""
-    picked = {}
-    for item in config.get("defaults", []):
-        if isinstance(item, dict):
-            picked.update(item)
+    picked = _overrides(config)
     return f"{picked.get('override /protocol')}|{picked.get('override /metrics')}"
 
 

@@ -20,6 +20,22 @@ PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
 
 
+def _ranged_payload(handler, honour_range=True) -> bytes:
+    """Answer 206 with the rest of `PAYLOAD` from a ``Range`` header (200 and all of it
+    without one, or where ranges are ignored), headers sent; returns the body to write."""
+    start = 0
+    header = handler.headers.get("Range")
+    if header and honour_range:
+        start = int(header.split("=")[1].rstrip("-"))
+        handler.send_response(206)
+    else:
+        handler.send_response(200)
+    body = PAYLOAD[start:]
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    return body
+
+
 class Handler(BaseHTTPRequestHandler):
     honour_range = True
     truncate_once = False
@@ -28,16 +44,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        start = 0
-        header = self.headers.get("Range")
-        if header and type(self).honour_range:
-            start = int(header.split("=")[1].rstrip("-"))
-            self.send_response(206)
-        else:
-            self.send_response(200)
-        body = PAYLOAD[start:]
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
+        body = _ranged_payload(self, type(self).honour_range)
         if type(self).truncate_once:
             type(self).truncate_once = False
             self.wfile.write(body[: len(body) // 3])  # the connection drops mid-way
@@ -263,17 +270,7 @@ class HubHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        start = 0
-        header = self.headers.get("Range")
-        if header:
-            start = int(header.split("=")[1].rstrip("-"))
-            self.send_response(206)
-        else:
-            self.send_response(200)
-        body = PAYLOAD[start:]
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(_ranged_payload(self))
 
 
 @pytest.fixture
