@@ -13,12 +13,14 @@ test rows of 1,000 classes at ``--scale imagenet``), the ``--stages`` in this or
   ``profile`` adds a profile of a third; ``cpudefault`` the same fit on the CPU;
 - ``search``: the inner-CV search in this process (36 points x 5 folds, strongest penalty
   first, each fit starting from the last): its seconds, its fits' steps and gradients;
+  ``torchsearch`` the same with ``torch.optim.LBFGS`` in place of calbench's device
+  L-BFGS, the reference for its speed (the stage runs last);
 - ``run``: ``calbench run dataset=npz ... method=ms_odir protocol.inner_folds=5
   device=DEVICE`` in a child process: its wall and fit time, the chosen point, the
   cell's test log-loss; ``refit``: the chosen point fitted on the CPU, and the difference;
 - ``point``: (1000, 1000) fitted as the run fits it and to a tol = 1e-9 reference.
 
-The default stages took about 6 minutes on one H100 with 16 cores (the CPU refit 2.6).
+The default stages took about 4 minutes on one H100 with 16 cores; ``refit`` adds 2.6.
 Writes <out>/gpu.csv and .md (one row per measurement) and prints each as it lands, so
 that a run cut short still says what it measured. ``--scale cifar100`` runs it all in a
 minute on a laptop's CPU (``--device cpu``) to check the script itself.
@@ -133,13 +135,16 @@ def one_point(device, zc, yc, zt, yt, point) -> None:
     )
 
 
-def inner_search(device, zc, yc) -> None:
+def inner_search(device, zc, yc, optimiser="calbench") -> None:
     """`select_and_fit` as ``calbench run`` calls it (36 points, 5 inner folds, warm starts
-    along the grid path), each fit's seconds, steps and gradient recorded."""
+    along the grid path), each fit's seconds, steps and gradient recorded; ``optimiser``
+    "torch" runs the rounds by ``torch.optim.LBFGS`` instead (`_torch_lbfgs_rounds`), the
+    reference for the device L-BFGS's speed."""
+    from calbench.calibrators import preconditioned
     from calbench.calibrators.matrix import MatrixScaling
 
     fits = []
-    plain = MatrixScaling._fit
+    plain, rounds = MatrixScaling._fit, preconditioned._device_rounds
 
     def traced(model, logits, y):
         start = time.perf_counter()
@@ -147,24 +152,60 @@ def inner_search(device, zc, yc) -> None:
         fits.append((time.perf_counter() - start, model.n_iter_, model.gradient_max_))
 
     MatrixScaling._fit = traced
+    if optimiser == "torch":
+        preconditioned._device_rounds = _torch_lbfgs_rounds
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _, seconds = timed_fit_model(_Search(device), zc, yc, device)
     finally:
-        MatrixScaling._fit = plain
+        MatrixScaling._fit, preconditioned._device_rounds = plain, rounds
     steps = [f[1] for f in fits]
     record(
-        stage="inner search",
+        stage=f"inner search ({optimiser} L-BFGS)",
         device=device,
         seconds=seconds,
         fits=len(fits),
         fit_seconds=sum(f[0] for f in fits),
         steps=sum(steps),
+        step_ms=1000 * sum(f[0] for f in fits) / max(sum(steps), 1),
         steps_max=max(steps),
         gradient_max=max(f[2] for f in fits),
         chosen=json.dumps(_Search.chosen),
     )
+
+
+def _torch_lbfgs_rounds(in_weights, tol):
+    """The device rounds as they were before `calbench.calibrators.device_lbfgs`: torch's
+    own L-BFGS, with the same rules (it reads the device about 48 times a step)."""
+    import torch
+
+    from calbench.calibrators.preconditioned import DEVICE_ROUND_TOL
+
+    def minimise(coordinates, a, value, budget):
+        shape = a.shape
+        theta = coordinates.theta(a).reshape(-1).clone()
+        optimiser = torch.optim.LBFGS(
+            [theta],
+            lr=1.0,
+            max_iter=budget,
+            max_eval=budget * 5 // 4 + 1,
+            tolerance_grad=tol * DEVICE_ROUND_TOL,
+            tolerance_change=tol * 1e-6 * max(abs(value), 1.0),
+            history_size=20,
+            line_search_fn="strong_wolfe",
+        )
+
+        def closure():
+            value, grad, _ = in_weights(coordinates.weights(theta.view(shape)))
+            theta.grad = coordinates.gradient(grad).reshape(-1)
+            return float(value)
+
+        optimiser.step(closure)
+        steps = int(optimiser.state[theta].get("n_iter", 0))
+        return coordinates.weights(theta.view(shape)), steps, steps >= budget
+
+    return minimise
 
 
 class _Search:
@@ -247,7 +288,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--scale", default="imagenet", choices=["imagenet", "cifar100"])
-    parser.add_argument("--stages", default="product,default,search,run,point,refit")
+    parser.add_argument("--stages", default="product,default,search,run,point,torchsearch")
     parser.add_argument("--out", default="results/bench")
     args = parser.parse_args()
     import torch
@@ -284,6 +325,8 @@ def main() -> None:
                 )
         if "point" in stages:
             one_point(args.device, zc, yc, zt, yt, {"reg_lambda": 1000.0, "reg_mu": 1000.0})
+        if "torchsearch" in stages:
+            inner_search(args.device, zc, yc, optimiser="torch")
     finally:
         print(write_results(RECORDS, args.out, "gpu", "ms_odir on a GPU at ImageNet shape"))
 

@@ -140,6 +140,18 @@ def torch_softmax_log_loss(logits, y) -> tuple[float, object]:
     return -float(log_label.mean()), probs
 
 
+def device_softmax_log_loss(logits, y) -> tuple[object, object]:
+    """`torch_softmax_log_loss` without reading the device: the loss a 0-d tensor, each
+    label's log-probability ``z_y - logsumexp(z)`` (no branch on its size), the floor
+    applied to the log-probabilities. Overwrites ``logits`` with the probabilities."""
+    import torch
+
+    lse = torch.logsumexp(logits, dim=1, keepdim=True)
+    log_label = logits.gather(1, y[:, None]) - lse
+    probs = logits.sub_(lse).clamp_(min=EXP_FLOOR).exp_()
+    return -log_label.mean(), probs
+
+
 def probs_to_logits(probs: np.ndarray) -> np.ndarray:
     """``log(clip(p))``: the logits of data given as probabilities."""
     return np.log(np.clip(np.asarray(probs, dtype=np.float64), TINY, None))

@@ -28,13 +28,14 @@ NEWTON_MAX_CLASSES = 36
 NEWTON_VECTOR_MAX_CLASSES = 1000
 
 
-def row_pull_terms(a, row_pull) -> tuple[float, np.ndarray]:
+def row_pull_terms(a, row_pull):
     """The row-sum pull ``weight * sum_i (sum_j W_ij - center)^2`` on ``a = [W | b]``
     (``row_pull = (weight, center)``, see `MatrixScaling`): its value, and its gradient in
-    each of row i's weights (the same for all of them; none on the intercept)."""
+    each of row i's weights (the same for all of them; none on the intercept). Numpy
+    arrays or torch tensors (the value then a 0-d tensor, left on the device)."""
     weight, center = row_pull
     gap = a[:, :-1].sum(axis=1) - center
-    return weight * float((gap**2).sum()), 2 * weight * gap
+    return weight * (gap**2).sum(), 2 * weight * gap
 
 
 def _objective(a, xt, y, penalty, offset=0.0, center=0.0, row_pull=(0.0, 0.0)):

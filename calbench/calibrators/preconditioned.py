@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calbench.calibrators import device_lbfgs
 from calbench.calibrators.newton import row_pull_terms
 from calbench.calibrators.parametric import lbfgs
 from calbench.calibrators.threads import blas_threads
 from calbench.device import to_device
-from calbench.simplex import torch_softmax_log_loss
+from calbench.simplex import device_softmax_log_loss, torch_softmax_log_loss
 
 #: L-BFGS steps between rebuilds of the preconditioner (see `fit_multinomial`).
 REFRESH_STEPS = 200
@@ -156,7 +157,7 @@ def fit_multinomial(
         if not as_numpy:
             ridge, center, curvature = tensor(ridge), tensor(center), tensor(curvature)
         in_weights = _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy)
-        minimise = _scipy_rounds(in_weights, tol) if as_numpy else _torch_rounds(in_weights, tol)
+        minimise = _scipy_rounds(in_weights, tol) if as_numpy else _device_rounds(in_weights, tol)
         fit = _refreshed(
             in_weights,
             minimise,
@@ -185,7 +186,9 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
     def in_weights(a, keep_probs=False):
         at = (torch.from_numpy(a) if as_numpy else a).T
         logits = torch.mm(xt_t, at) if offset_t is None else torch.addmm(offset_t, xt_t, at)
-        value, probs = torch_softmax_log_loss(logits, y_t)
+        # On a device the objective stays a tensor: reading it would stop the host there.
+        softmax_log_loss = torch_softmax_log_loss if as_numpy else device_softmax_log_loss
+        value, probs = softmax_log_loss(logits, y_t)
         kept = None
         if keep_probs:  # for the preconditioner
             kept = probs.numpy().copy() if as_numpy else probs.clone()
@@ -193,7 +196,8 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
         gap = a - center
         product = probs.T @ xt_t
         grad = (product.numpy() if as_numpy else product) / n + 2 * ridge * gap
-        value += float((ridge * gap**2).sum())
+        penalty = (ridge * gap**2).sum()
+        value = value + (float(penalty) if as_numpy else penalty)
         if row_weight:
             row_value, row_grad = row_pull_terms(a, row_pull)
             value += row_value
@@ -223,40 +227,35 @@ def _scipy_rounds(in_weights, tol):
 
 
 #: The device fit's gradient test within a round, as a share of ``tol``: torch's L-BFGS
-#: stops at its first such point, where scipy's went on further; at ``tol`` itself a
+#: rules stop at the first such point, where scipy's went on further; at ``tol`` itself a
 #: weakly penalised 5000 x 100 fit (lambda = mu = 1) stopped 5e-6 above scipy's objective,
 #: at a tenth 5e-9 above a 1e-9 reference, as scipy's own.
 DEVICE_ROUND_TOL = 0.1
 
 
-def _torch_rounds(in_weights, tol):
-    """`_scipy_rounds` with torch's L-BFGS on the tensors' device: the same 20 corrections,
-    a strong Wolfe line search as scipy's, scipy's relative decrease ``tol * 1e-6`` made
-    absolute at the round's start, the gradient test `DEVICE_ROUND_TOL` tighter."""
-    import torch
+def _device_rounds(in_weights, tol):
+    """`_scipy_rounds` with L-BFGS on the tensors' device (`device_lbfgs`, torch's rules):
+    the same 20 corrections, a strong Wolfe line search as scipy's, scipy's relative
+    decrease ``tol * 1e-6`` made absolute at the round's start, the gradient test
+    `DEVICE_ROUND_TOL` tighter."""
 
     def minimise(coordinates, a, value, budget):
         shape = a.shape
-        theta = coordinates.theta(a).reshape(-1).clone()
-        optimiser = torch.optim.LBFGS(
-            [theta],
-            lr=1.0,
+
+        def evaluate(theta):
+            value, grad, _ = in_weights(coordinates.weights(theta.view(shape)))
+            return value, coordinates.gradient(grad).reshape(-1)
+
+        result = device_lbfgs.minimise(
+            evaluate,
+            coordinates.theta(a).reshape(-1),
             max_iter=budget,
             max_eval=budget * 5 // 4 + 1,
             tolerance_grad=tol * DEVICE_ROUND_TOL,
             tolerance_change=tol * 1e-6 * max(abs(value), 1.0),
-            history_size=20,
-            line_search_fn="strong_wolfe",
         )
-
-        def closure():
-            value, grad, _ = in_weights(coordinates.weights(theta.view(shape)))
-            theta.grad = coordinates.gradient(grad).reshape(-1)
-            return value
-
-        optimiser.step(closure)
-        steps = int(optimiser.state[theta].get("n_iter", 0))
-        return coordinates.weights(theta.view(shape)), steps, steps >= budget
+        weights = coordinates.weights(result.x.view(shape))
+        return weights, result.n_iter, result.n_iter >= budget
 
     return minimise
 
@@ -266,6 +265,7 @@ def _refreshed(in_weights, minimise, a, xt, curvature, *, max_iter, tol) -> Mult
     point reached (`fit_multinomial`)."""
     steps = 0
     value, grad, probs = in_weights(a, keep_probs=True)
+    value = float(value)
     while True:
         # The preconditioner models the Hessian where it is built; as a weakly penalised
         # map's probabilities saturate the Hessian moves, so it is rebuilt every
@@ -278,7 +278,7 @@ def _refreshed(in_weights, minimise, a, xt, curvature, *, max_iter, tol) -> Mult
         steps += taken
         before = value
         value, grad, probs = in_weights(a, keep_probs=True)
-        largest = float(abs(grad).max())
+        value, largest = float(value), float(abs(grad).max())
         settled = largest <= tol or before - value <= tol * 1e-6 * abs(value)
         if steps >= max_iter or (not at_budget and settled):
             break

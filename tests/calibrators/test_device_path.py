@@ -123,3 +123,17 @@ def test_inner_folds_sliced_once_give_the_search_sliced_per_point(rng, monkeypat
     sliced, again = selection.select_and_fit(make_calibrator("ms_odir"), grid, z, y, inner_folds=3)
     assert choice == again
     np.testing.assert_array_equal(cached.predict_proba(z), sliced.predict_proba(z))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here)")
+@pytest.mark.parametrize("method, params", [("ms_odir", {}), ("dir_odir", {"reg_lambda": 1.0})])
+def test_on_a_gpu_the_full_matrix_maps_predict_as_on_the_cpu(rng, method, params):
+    """Issue 57's bound between devices: 1e-5 in test log-loss, at 100 classes."""
+    z, y = _logits(rng, n=4000, k=100)
+    fit, test = slice(0, 2000), slice(2000, None)
+    cpu = make_calibrator(method, **params).fit(z[fit], y[fit])
+    gpu = make_calibrator(method, device="cuda", **params).fit(z[fit], y[fit])
+    assert gpu.gradient_max_ <= 1e-6
+    assert gpu.loss_ <= cpu.loss_ + 1e-9
+    scores = [log_loss(m.predict_proba(z[test]), y[test]) for m in (cpu, gpu)]
+    assert abs(scores[0] - scores[1]) < 1e-5

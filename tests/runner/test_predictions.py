@@ -180,3 +180,23 @@ def test_rescore_adds_a_metric_from_stored_predictions_without_refitting(tmp_pat
     }
     with pytest.raises(CalbenchError, match="Unknown metric 'smece'"):
         metric_options(["smece"])
+
+
+def test_large_arrays_are_stored_uncompressed_and_read_back_equal(tmp_path, monkeypatch):
+    """Past `STORE_UNCOMPRESSED_BYTES` an array is stored, not deflated (float
+    probabilities barely compress); the scores from the file are the stored rows'."""
+    import zipfile
+
+    from calbench.runner import predictions
+
+    monkeypatch.setattr(predictions, "STORE_UNCOMPRESSED_BYTES", 1000)
+    run_job(plan(*SMALL, f"results_dir={tmp_path}"))
+    store, rows, cells = _cells(tmp_path)
+    cell = cells.iloc[0]
+    files = list((tmp_path / "store").rglob(f"*{cell.config_hash}*.npz"))
+    members = {i.filename: i.compress_type for f in files for i in zipfile.ZipFile(f).infolist()}
+    big = [n for n in members if n.startswith("probs/")]
+    assert big and all(members[n] == zipfile.ZIP_STORED for n in big)
+    fold = store.predictions(cell.config_hash, cell.predictions_sha256)[0]
+    stored = rows.set_index("metric")["value"]
+    assert fold.scores({"log_loss": {}})["log_loss"] == pytest.approx(stored["log_loss"], rel=1e-12)
