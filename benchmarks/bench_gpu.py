@@ -11,10 +11,12 @@ test rows of 1,000 classes at ``--scale imagenet``), the ``--stages`` in this or
 - ``default``: one default ``ms_odir`` fit on the device, twice (the first pays for CUDA's
   kernels and handles), with seconds, L-BFGS steps, largest gradient entry, test log-loss;
   ``profile`` adds a profile of a third; ``cpudefault`` the same fit on the CPU;
+  ``stepprofile`` torch's profiler over a fit at (1000, 1000): kernel time against wall;
 - ``search``: the inner-CV search in this process (36 points x 5 folds, strongest penalty
   first, each fit starting from the last): its seconds, its fits' steps and gradients;
   ``torchsearch`` the same with ``torch.optim.LBFGS`` in place of calbench's device
-  L-BFGS, the reference for its speed (the stage runs last);
+  L-BFGS, the reference for its speed (the stage runs last); ``searchprofile`` profiles
+  ``search``;
 - ``run``: ``calbench run dataset=npz ... method=ms_odir protocol.inner_folds=5
   device=DEVICE`` in a child process: its wall and fit time, the chosen point, the
   cell's test log-loss; ``refit``: the chosen point fitted on the CPU, and the difference;
@@ -114,6 +116,29 @@ def default_fits(devices, zc, yc, zt, yt, *, profile=False) -> None:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
 
 
+def step_profile(device, zc, yc, point) -> None:
+    """torch's profiler over one fit of ``point``: the device's kernels against the host's
+    wall time, and the kernels and host calls that cost most (printed)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    timed_fit(device, zc, yc, **point)  # the temperature and kernels warm
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        model, seconds = timed_fit(device, zc, yc, **point)
+    events = profiler.key_averages()
+    device_us = sum(e.self_device_time_total for e in events)
+    record(
+        stage="step profile",
+        device=device,
+        **point,
+        seconds=seconds,
+        steps=model.n_iter_,
+        kernel_seconds=device_us / 1e6,
+        step_ms=1000 * seconds / max(model.n_iter_, 1),
+    )
+    print(events.table(sort_by="self_device_time_total", row_limit=15), flush=True)
+    print(events.table(sort_by="self_cpu_time_total", row_limit=15), flush=True)
+
+
 def one_point(device, zc, yc, zt, yt, point) -> None:
     """One grid point fitted as ``calbench run`` fits it and to a 1e-9 reference: how far
     the default tolerance leaves the test log-loss from the minimiser's."""
@@ -135,11 +160,15 @@ def one_point(device, zc, yc, zt, yt, point) -> None:
     )
 
 
-def inner_search(device, zc, yc, optimiser="calbench") -> None:
+def inner_search(device, zc, yc, optimiser="calbench", profile=False) -> None:
     """`select_and_fit` as ``calbench run`` calls it (36 points, 5 inner folds, warm starts
     along the grid path), each fit's seconds, steps and gradient recorded; ``optimiser``
     "torch" runs the rounds by ``torch.optim.LBFGS`` instead (`_torch_lbfgs_rounds`), the
-    reference for the device L-BFGS's speed."""
+    reference for the device L-BFGS's speed. ``profile``: print where the host's time went
+    (the fits' waits for the device included)."""
+    import cProfile
+    import pstats
+
     from calbench.calibrators import preconditioned
     from calbench.calibrators.matrix import MatrixScaling
 
@@ -154,12 +183,18 @@ def inner_search(device, zc, yc, optimiser="calbench") -> None:
     MatrixScaling._fit = traced
     if optimiser == "torch":
         preconditioned._device_rounds = _torch_lbfgs_rounds
+    profiler = cProfile.Profile() if profile else None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if profiler:
+                profiler.enable()
             _, seconds = timed_fit_model(_Search(device), zc, yc, device)
     finally:
         MatrixScaling._fit, preconditioned._device_rounds = plain, rounds
+        if profiler:
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     steps = [f[1] for f in fits]
     record(
         stage=f"inner search ({optimiser} L-BFGS)",
@@ -305,10 +340,12 @@ def main() -> None:
         if "default" in stages:
             twice = [args.device, args.device]  # the second with kernels and handles warm
             default_fits(twice, zc, yc, zt, yt, profile="profile" in stages)
+        if "stepprofile" in stages:
+            step_profile(args.device, zc, yc, {"reg_lambda": 1000.0, "reg_mu": 1000.0})
         if "cpudefault" in stages:
             default_fits(["cpu"], zc, yc, zt, yt)
         if "search" in stages:
-            inner_search(args.device, zc, yc)
+            inner_search(args.device, zc, yc, profile="searchprofile" in stages)
         if "run" in stages:
             with tempfile.TemporaryDirectory() as folder:
                 cell = calbench_run(args.device, zc, yc, zt, yt, Path(folder))

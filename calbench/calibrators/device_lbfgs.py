@@ -8,10 +8,12 @@ At ImageNet shape that made a step cost 8 ms against an evaluation's 2 ms of pro
 
 Here the corrections ``s_i, y_i`` are rows of one device matrix, and the recursion runs on
 the host over their inner products (``s_i . y_j``, ``y_i . y_j``, ``s_i . g``, ``y_i . g``),
-which one matrix product per step brings back: the direction is then one more product.
-The line search (strong Wolfe, Nocedal & Wright's algorithms 3.5 and 3.6 with cubic
-interpolation, as torch's) works on Python numbers: each trial point costs one read of the
-objective, its slope and its largest gradient entry. The stopping rules are torch's.
+which one matrix product brings back: the direction is then one more product. The line
+search (strong Wolfe, Nocedal & Wright's algorithms 3.5 and 3.6 with cubic interpolation,
+as torch's) works on Python numbers: each trial point costs one read, of its objective,
+slope and largest gradient entry and of the products the next direction needs if the
+point is accepted, so a step whose first trial is accepted waits for the device once.
+The stopping rules are torch's.
 """
 
 from __future__ import annotations
@@ -72,10 +74,10 @@ def minimise(
         n_iter += 1
         if slope > -tolerance_change:
             break
-        search = _LineSearch(evaluate, x, direction, f, slope, grad)
+        search = _LineSearch(evaluate, x, direction, f, slope, grad, pairs)
         old_grad, f_before = grad, f
         # torch's allows the line search every evaluation left of max_eval
-        step, f, grad, grad_max = search.run(step, max_eval - evaluations)
+        step, f, grad, grad_max, products = search.run(step, max_eval - evaluations)
         evaluations += search.evaluations
         taken = direction * step
         x.add_(taken)
@@ -83,7 +85,7 @@ def minimise(
             break
         if search.direction_max * step <= tolerance_change or abs(f - f_before) < tolerance_change:
             break
-        direction, slope = memory.direction(pairs, taken, grad - old_grad, grad)
+        direction, slope = memory.direction(pairs, taken, grad - old_grad, grad, products)
         step = 1.0
     return LbfgsResult(x, n_iter, evaluations)
 
@@ -105,15 +107,16 @@ class _Memory:
         self.y_dot_y = np.zeros((history, history))
         self.gamma = 1.0  # the initial Hessian's scale, y . s / y . y of the newest pair
 
-    def direction(self, pairs, s, y, grad):
+    def direction(self, pairs, s, y, grad, products=None):
         """``(-H g, g . (-H g))`` after keeping the pair ``(s, y)`` where its curvature
-        allows: the two-loop recursion on inner products (module docstring)."""
+        allows: the two-loop recursion on inner products (module docstring). ``products``:
+        `_products` of ``(s, y, grad)``, where the line search read them already."""
         import torch
 
         m, slots = self.history, self.slots
         s_dot_y, y_dot_y = self.s_dot_y, self.y_dot_y
-        vectors = torch.stack([s, y, grad])
-        products = torch.cat([pairs @ vectors.T, vectors @ vectors.T]).cpu().numpy()
+        if products is None:
+            products = _products(pairs, s, y, grad).cpu().numpy().reshape(-1, 3)
         with_pairs, among = products[: 2 * m], products[2 * m :]
         if among[0, 1] > CURVATURE_FLOOR:
             slot = slots.pop(0) if len(slots) == m else len(slots)
@@ -127,29 +130,34 @@ class _Memory:
             with_pairs[slot, 2], with_pairs[m + slot, 2] = among[0, 2], among[1, 2]
             slots.append(slot)
             self.gamma = among[0, 1] / among[1, 1]
-        gamma = self.gamma
-        s_dot_g, y_dot_g = with_pairs[:m, 2], with_pairs[m:, 2]
-        alpha: dict[int, float] = {}
-        for i in reversed(slots):  # q = g - sum_j alpha_j y_j, newest first
-            alpha[i] = (s_dot_g[i] - sum(a * s_dot_y[i, j] for j, a in alpha.items())) / s_dot_y[
-                i, i
-            ]
-        q_dot_y = {i: y_dot_g[i] - sum(alpha[j] * y_dot_y[i, j] for j in slots) for i in slots}
-        beta: dict[int, float] = {}
-        for i in slots:  # r = gamma q + sum_j (alpha_j - beta_j) s_j, oldest first
-            y_dot_r = gamma * q_dot_y[i] + sum(
-                (alpha[j] - b) * s_dot_y[j, i] for j, b in beta.items()
-            )
-            beta[i] = y_dot_r / s_dot_y[i, i]
-        coefficients = np.zeros(
-            2 * m
-        )  # -r = -gamma g + sum_j gamma alpha_j y_j + (beta_j - alpha_j) s_j
-        for i in slots:
-            coefficients[i] = beta[i] - alpha[i]
-            coefficients[m + i] = gamma * alpha[i]
+        gamma, order = self.gamma, np.array(slots, dtype=int)
+        s_y = s_dot_y[np.ix_(order, order)]  # oldest first
+        s_g, y_g = with_pairs[order, 2], with_pairs[m + order, 2]
+        rho = 1.0 / np.diag(s_y)
+        count = len(order)
+        alpha = np.zeros(count)
+        for i in range(count - 1, -1, -1):  # q = g - sum_j alpha_j y_j, newest first
+            alpha[i] = rho[i] * (s_g[i] - s_y[i, i + 1 :] @ alpha[i + 1 :])
+        q_dot_y = y_g - y_dot_y[np.ix_(order, order)] @ alpha
+        beta = np.zeros(count)
+        for i in range(count):  # r = gamma q + sum_j (alpha_j - beta_j) s_j, oldest first
+            beta[i] = rho[i] * (gamma * q_dot_y[i] + (alpha[:i] - beta[:i]) @ s_y[:i, i])
+        # -r = -gamma g + sum_j gamma alpha_j y_j + (beta_j - alpha_j) s_j
+        coefficients = np.zeros(2 * m)
+        coefficients[order] = beta - alpha
+        coefficients[m + order] = gamma * alpha
         weights = torch.from_numpy(coefficients).to(grad)
         direction = torch.addmv(grad, pairs.T, weights, beta=-gamma)
         return direction, -gamma * among[2, 2] + float(coefficients @ with_pairs[:, 2])
+
+
+def _products(pairs, s, y, grad):
+    """The inner products the two-loop recursion needs, flat: each kept pair's vectors
+    and then ``s``, ``y`` and ``grad`` against ``s``, ``y`` and ``grad``."""
+    import torch
+
+    vectors = torch.stack([s, y, grad])
+    return torch.cat([pairs @ vectors.T, vectors @ vectors.T]).reshape(-1)
 
 
 def _cubic_minimum(a, b, lower=None, upper=None) -> float:
@@ -178,21 +186,29 @@ class _LineSearch:
     ``slope0``, gradient ``grad0``), torch's ``_strong_wolfe`` on Python numbers: each
     trial point is one evaluation and one read. Points are ``(step, objective, slope)``."""
 
-    def __init__(self, evaluate, x, direction, f0, slope0, grad0):
+    def __init__(self, evaluate, x, direction, f0, slope0, grad0, pairs):
         self.evaluate, self.x, self.direction = evaluate, x, direction
-        self.f0, self.slope0 = f0, slope0
+        self.f0, self.slope0, self.grad0, self.pairs = f0, slope0, grad0, pairs
         self.evaluations = 0
         self.direction_max = math.inf
-        self.grads = {0.0: (grad0, math.inf)}
+        self.grads = {0.0: (grad0, math.inf, None)}
 
     def trial(self, step):
-        """The point at ``x + step * direction``."""
-        value, grad = self.evaluate(self.x + step * self.direction)
+        """The point at ``x + step * direction``. The same read brings the two-loop
+        recursion's products for the step to it (`_products`), needed where the search
+        accepts it: most steps then wait for the device once."""
+        import torch
+
+        s = self.direction * step
+        value, grad = self.evaluate(self.x + s)
         self.evaluations += 1
-        f, slope, grad_max, self.direction_max = _read(
-            value, grad @ self.direction, grad.abs().max(), self.direction.abs().max()
+        numbers = torch.stack(
+            [value.reshape(()), grad @ self.direction, grad.abs().max(), self.direction.abs().max()]
         )
-        self.grads[step] = (grad, grad_max)
+        numbers = torch.cat([numbers, _products(self.pairs, s, grad - self.grad0, grad)])
+        numbers = numbers.cpu().numpy()
+        f, slope, grad_max, self.direction_max = (float(v) for v in numbers[:4])
+        self.grads[step] = (grad, grad_max, numbers[4:].reshape(-1, 3))
         return step, (f if math.isfinite(f) else math.inf), slope
 
     def sufficient(self, point) -> bool:
@@ -203,8 +219,8 @@ class _LineSearch:
         return abs(point[2]) <= -C2 * self.slope0
 
     def run(self, step, max_trials):
-        """``(step, objective, gradient, largest gradient entry)`` of the point accepted,
-        after at most ``max_trials + 1`` evaluations."""
+        """``(step, objective, gradient, largest gradient entry, the two-loop's products or
+        None)`` of the point accepted, after at most ``max_trials + 1`` evaluations."""
         start = (0.0, self.f0, self.slope0)
         previous, point = start, self.trial(step)
         trials = 0
@@ -262,5 +278,4 @@ class _LineSearch:
 
     def _result(self, point):
         step, f, _ = point
-        grad, grad_max = self.grads[step]
-        return step, f, grad, grad_max
+        return step, f, *self.grads[step]

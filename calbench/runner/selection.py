@@ -30,6 +30,7 @@ from calbench.errors import check_choice
 from calbench.metrics import log_loss
 from calbench.runner.progress import GridProgress
 from calbench.runner.protocols import INNER_CV, check_class_counts
+from calbench.validation import scores_checked_once, trust_scores
 
 #: Inner folds are sliced once a search, not once a grid point, where their copies (about
 #: the data's size per fold) stay under this many bytes: at ImageNet shape (25,000 x
@@ -70,8 +71,10 @@ def classes_left_out(y: np.ndarray, splits: list) -> int:
     return int(sum(len(np.setdiff1d(present, y[train])) for train, _ in splits))
 
 
-# A GPU-fitted calibrator sends each fold's arrays there once for the whole search.
+# A GPU-fitted calibrator sends each fold's arrays there once for the whole search, and
+# each fold's arrays are checked once (`trust_scores`).
 @reuse_transfers()
+@scores_checked_once()
 def select_and_fit(
     calibrator: Calibrator,
     grid: dict,
@@ -143,6 +146,8 @@ def select_and_fit(
 
     cached = logits.nbytes * len(splits) <= FOLD_CACHE_BYTES
     parts = [_fold_part(logits, y, split) for split in splits] if cached else None
+    if cached:  # the search's own slices, unchanged while it lasts
+        trust_scores(*(a for part in parts for a in part[::2]), where="select_and_fit")
 
     # One buffer for every point's held-out predictions (the folds cover each row once): a
     # new one per point costs its pages' first writes (ImageNet shape: 200 MB, 0.1 s).

@@ -126,9 +126,14 @@ def test_inner_folds_sliced_once_give_the_search_sliced_per_point(rng, monkeypat
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here)")
-@pytest.mark.parametrize("method, params", [("ms_odir", {}), ("dir_odir", {"reg_lambda": 1.0})])
+@pytest.mark.parametrize(
+    "method, params", [("dir_odir", {}), ("ms_odir", {"reg_lambda": 100.0, "reg_mu": 10.0})]
+)
 def test_on_a_gpu_the_full_matrix_maps_predict_as_on_the_cpu(rng, method, params):
-    """Issue 57's bound between devices: 1e-5 in test log-loss, at 100 classes."""
+    """Issue 57's bound between devices: 1e-5 in test log-loss, at 100 classes. (Not at a
+    weak penalty: with 10,100 weights on 2,000 rows, dir_odir at lambda = 1 moves its test
+    log-loss by up to 8e-5 between two fits that both meet the gradient tolerance, on
+    one device as on two.)"""
     z, y = _logits(rng, n=4000, k=100)
     fit, test = slice(0, 2000), slice(2000, None)
     cpu = make_calibrator(method, **params).fit(z[fit], y[fit])
