@@ -92,10 +92,33 @@ def bin_statistics(scores, outcomes, n_bins: int, binning: str):
 
 
 def _binned_error(scores, outcomes, n_bins, binning, alpha) -> float:
-    counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, binning)
+    statistics = bin_statistics(scores, outcomes, n_bins, binning)
+    return _error_of_bins(*statistics, len(scores), alpha)
+
+
+def _error_of_bins(counts, mean_score, mean_outcome, n, alpha) -> float:
     filled = counts > 0
     gaps = np.abs(mean_outcome[filled] - mean_score[filled]) ** alpha
-    return float((counts[filled] / len(scores) @ gaps) ** (1.0 / alpha))
+    return float((counts[filled] / n @ gaps) ** (1.0 / alpha))
+
+
+def _classwise_statistics(p, y, n_bins, binning):
+    """`bin_statistics` of every class's column of ``p`` against ``1[y = j]``, one row a
+    class, in one pass over ``p`` where the bins need no sort (equal width, digitize): at
+    1,000 classes a column at a time copies each strided column and calls numpy 4,000
+    times (25,000 rows: 1.1 s). Each bin's sums add the same numbers in the same (sample)
+    order as `bin_statistics` of the column, so the errors are equal to the last bit."""
+    n, k = p.shape
+    bins = bin_indices(p, n_bins, binning)
+    n_slots = max(n_bins, int(bins.max()) + 1)  # digitize: p == 1
+    slots = (bins + n_slots * np.arange(k)).ravel()
+    size = k * n_slots
+    counts = np.bincount(slots, minlength=size).astype(np.float64).reshape(k, n_slots)
+    score_sums = np.bincount(slots, weights=p.ravel(), minlength=size).reshape(k, n_slots)
+    labels = bins[np.arange(n), y] + n_slots * y
+    outcome_sums = np.bincount(labels, minlength=size).astype(np.float64).reshape(k, n_slots)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return counts, score_sums / counts, outcome_sums / counts
 
 
 def top_label(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,10 +189,14 @@ def classwise_ece(probs, y, n_bins=15, binning="equal_width", alpha=1, reduction
     _options("classwise_ece", n_bins, binning, alpha)
     check_choice(reduction, "reduction", "classwise_ece", REDUCTIONS)
     p, y = probs_and_labels(probs, y, "classwise_ece")
-    per_class = [
-        _binned_error(p[:, j], (y == j).astype(np.float64), n_bins, binning, alpha)
-        for j in range(p.shape[1])
-    ]
+    if binning in EQUAL_SIZE:  # each column's own sort
+        per_class = [
+            _binned_error(p[:, j], (y == j).astype(np.float64), n_bins, binning, alpha)
+            for j in range(p.shape[1])
+        ]
+    else:
+        statistics = _classwise_statistics(p, y, n_bins, binning)
+        per_class = [_error_of_bins(*rows, len(p), alpha) for rows in zip(*statistics, strict=True)]
     return float(np.sum(per_class) if reduction == "sum" else np.mean(per_class))
 
 

@@ -508,3 +508,22 @@ def test_kde_ece_of_one_repeated_prediction_is_its_gap_to_the_accuracy(n, k):
     accuracy = (y == 0).mean()
     assert kde_ece(probs, y) == pytest.approx(abs(1.0 / k - accuracy), abs=1e-12)
     assert kde_ece(probs, y, order=2) == pytest.approx((1.0 / k - accuracy) ** 2, abs=1e-12)
+
+
+@pytest.mark.parametrize("binning", ["equal_width", "digitize"])
+@pytest.mark.parametrize("alpha", [1, 2])
+def test_classwise_ece_over_all_columns_at_once_equals_it_column_by_column(rng, binning, alpha):
+    """The one-pass statistics (`_classwise_statistics`) give each class's ECE to the last
+    bit, a probability of exactly 1 (digitize's extra bin) included."""
+    from calbench.metrics.binned import _binned_error
+
+    p = softmax(rng.normal(size=(700, 40)) * 2.5)
+    p[0] = 0.0
+    p[0, 3] = 1.0
+    y = rng.integers(0, 40, 700)
+    per_column = [
+        _binned_error(p[:, j], (y == j).astype(float), 15, binning, alpha) for j in range(40)
+    ]
+    assert metrics.classwise_ece(p, y, binning=binning, alpha=alpha) == float(np.mean(per_column))
+    total = metrics.classwise_ece(p, y, binning=binning, alpha=alpha, reduction="sum")
+    assert total == float(np.sum(per_column))
