@@ -74,6 +74,10 @@ class RowPreconditioner:
         self.unit = direction / xp.sqrt(beta.clip(min=tiny))
         self.gamma = xp.sqrt(1.0 + beta) - 1.0
 
+    #: The share of ``tol`` a round's gradient test in these coordinates takes
+    #: (`BlockPreconditioner.gradient_share`); rounds here stop at ``tol`` itself.
+    gradient_share = 1.0
+
     def _along(self, rows):
         return self.unit * (self.unit * rows).sum(axis=1, keepdims=True)
 
@@ -90,6 +94,76 @@ class RowPreconditioner:
         """``L^-1 grad_a``: the gradient in ``theta`` from the gradient in the weights."""
         scaled = grad_a / self.root
         return scaled - self.gamma / (1.0 + self.gamma) * self._along(scaled)
+
+
+class BlockPreconditioner:
+    """`RowPreconditioner`'s coordinates with each class row's Hessian block exact:
+    ``B_c = (1/n) sum_i w_ic xt_i xt_i^T`` plus the ridge, ``B_c = L_c L_c^T`` (Cholesky),
+    ``theta_c = L_c^T a_c``. The rank-one model leaves the rest of a row's block to L-BFGS,
+    which at a weak penalty on log-probabilities (features nearly collinear) takes
+    thousands of steps: netcal's LeNet-5 CIFAR-100, ms_odir at lambda = mu = 0.01, 4,998
+    steps (21 s) with the rank-one model throughout, 1,156 (6.5 s) with these from the
+    second round (`benchmarks/bench_odir_grid.py`). Building the blocks costs
+    ``2 n k (k + 1)^2`` multiplications, about ``(k + 1) / 2`` evaluations, so it is used
+    only where `block_affordable`, and from the second round on (`fit_multinomial`)."""
+
+    def __init__(self, xt, probs, ridge_curvature):
+        torch = _torch()
+        self.as_numpy = isinstance(xt, np.ndarray)
+        xt_t, weight = (torch.from_numpy(a) if self.as_numpy else a for a in (xt, probs))
+        weight = weight * (1.0 - weight)
+        n, d = xt_t.shape
+        k = weight.shape[1]
+        blocks = torch.empty((k, d, d), dtype=xt_t.dtype, device=xt_t.device)
+        for first in range(0, k, BLOCK_CHUNK):  # (chunk, d, n) at a time, not (k, d, n)
+            rows = weight[:, first : first + BLOCK_CHUNK].T[:, None, :]
+            blocks[first : first + BLOCK_CHUNK] = (xt_t.T[None] * rows) @ xt_t
+        blocks /= n
+        curvature = torch.as_tensor(ridge_curvature, dtype=xt_t.dtype, device=xt_t.device)
+        diagonal = blocks.diagonal(dim1=1, dim2=2)
+        # The ridge, and a relative floor that keeps a class with no weight (p = 0 or 1 on
+        # every row) and no ridge from a singular block.
+        diagonal += curvature.expand(k, d) + 1e-10 * diagonal.mean(dim=1, keepdim=True)
+        self.lower = torch.linalg.cholesky(blocks)
+        # The weights' gradient is ``L`` times the coordinates': a round that stops at a
+        # coordinate gradient of ``tol`` times this has the weights' at most ``tol``.
+        self.gradient_share = 1.0 / float(self.lower.abs().sum(dim=2).max())
+
+    def _in(self, a):
+        return _torch().from_numpy(np.ascontiguousarray(a)) if self.as_numpy else a
+
+    def _out(self, tensor):
+        return tensor.numpy() if self.as_numpy else tensor
+
+    def _solve(self, rows, upper):
+        factor = self.lower.transpose(1, 2) if upper else self.lower
+        torch = _torch()
+        return torch.linalg.solve_triangular(factor, self._in(rows)[:, :, None], upper=upper)
+
+    def theta(self, a):
+        """``L^T a``."""
+        return self._out((self.lower.transpose(1, 2) @ self._in(a)[:, :, None])[:, :, 0])
+
+    def weights(self, theta):
+        """``L^-T theta``."""
+        return self._out(self._solve(theta, upper=True)[:, :, 0])
+
+    def gradient(self, grad_a):
+        """``L^-1 grad_a``."""
+        return self._out(self._solve(grad_a, upper=False)[:, :, 0])
+
+
+#: Classes a chunk of `BlockPreconditioner`'s products (bounding its temporary array).
+BLOCK_CHUNK = 16
+#: `block_affordable`'s limit on ``n k (k + 1)^2``: netcal's CIFAR-100 sets (5,000 rows,
+#: 100 classes) are 5.1e9; ImageNet's shape (25,000 x 1,000) 2.5e13, where one build
+#: would cost as much as a whole fit.
+BLOCK_MAX_PRODUCT = 3e10
+
+
+def block_affordable(n: int, k: int) -> bool:
+    """Whether `BlockPreconditioner`'s blocks are worth building for n rows of k classes."""
+    return n * k * (k + 1) ** 2 <= BLOCK_MAX_PRODUCT
 
 
 @dataclass(frozen=True)
@@ -116,11 +190,13 @@ def fit_multinomial(
     max_iter=2000,
     tol=1e-6,
     device=None,
+    blocks=True,
 ) -> MultinomialFit:
     """Minimise ``mean -ln softmax(offset + [x | 1] A^T)[y] + sum(ridge * (A - center)^2)
     (+ the row-sum pull, `calbench.calibrators.newton.row_pull_terms`)`` over ``A`` of
     shape (k, k + 1) by L-BFGS from ``a0``, in `RowPreconditioner`'s coordinates at
-    ``a0``, rebuilt every `REFRESH_STEPS` steps at the point reached. ``x``: float64
+    ``a0``, rebuilt every `REFRESH_STEPS` steps at the point reached (with ``blocks``, as
+    `BlockPreconditioner` where `block_affordable`). ``x``: float64
     features (n, k); ``offset``: fixed logits added (SMS's ``x``). It stops where the
     objective's largest gradient entry in the weights is at most ``tol``, or a round of
     steps lowers it by less than ``tol * 1e-6`` relative, or at ``max_iter`` steps.
@@ -166,6 +242,7 @@ def fit_multinomial(
             curvature,
             max_iter=max_iter,
             tol=tol,
+            blocks=blocks,
         )
     if as_numpy:
         return fit
@@ -220,7 +297,8 @@ def _scipy_rounds(in_weights, tol):
             return value, coordinates.gradient(grad).ravel()
 
         theta0 = coordinates.theta(a).ravel()
-        result = lbfgs(objective, theta0, max_iter=budget, tol=tol, ftol=tol * 1e-6)
+        gtol = tol * coordinates.gradient_share
+        result = lbfgs(objective, theta0, max_iter=budget, tol=gtol, ftol=tol * 1e-6)
         return coordinates.weights(result.x.reshape(shape)), int(result.nit), result.status == 1
 
     return minimise
@@ -251,7 +329,7 @@ def _device_rounds(in_weights, tol):
             coordinates.theta(a).reshape(-1),
             max_iter=budget,
             max_eval=budget * 5 // 4 + 1,
-            tolerance_grad=tol * DEVICE_ROUND_TOL,
+            tolerance_grad=tol * DEVICE_ROUND_TOL * coordinates.gradient_share,
             tolerance_change=tol * 1e-6 * max(abs(value), 1.0),
         )
         weights = coordinates.weights(result.x.view(shape))
@@ -260,7 +338,7 @@ def _device_rounds(in_weights, tol):
     return minimise
 
 
-def _refreshed(in_weights, minimise, a, xt, curvature, *, max_iter, tol) -> MultinomialFit:
+def _refreshed(in_weights, minimise, a, xt, curvature, *, max_iter, tol, blocks) -> MultinomialFit:
     """Rounds of ``minimise`` from ``a``, each in `RowPreconditioner`'s coordinates at the
     point reached (`fit_multinomial`)."""
     steps = 0
@@ -273,7 +351,10 @@ def _refreshed(in_weights, minimise, a, xt, curvature, *, max_iter, tol) -> Mult
         # on the gradient in its own coordinates, which the preconditioner scales: a stop
         # whose gradient in the weights is still above ``tol`` goes on from there, as
         # long as it lowers the objective.
-        coordinates = RowPreconditioner(xt, probs, curvature)
+        # A round that ran out of steps leaves a hard problem: from then on the blocks
+        # are exact where that is affordable (a first round usually converges without).
+        exact = blocks and steps > 0 and block_affordable(*probs.shape)
+        coordinates = (BlockPreconditioner if exact else RowPreconditioner)(xt, probs, curvature)
         a, taken, at_budget = minimise(coordinates, a, value, min(REFRESH_STEPS, max_iter - steps))
         steps += taken
         before = value
