@@ -101,6 +101,7 @@ bench:
 	    --reg-lambda auto --reg-mu auto --no-peer --stem dirichlet_imagenet --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_defaults.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_odir_grid.py --data-dir $(DATA) --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_odir_grid.py --grid --methods ms_odir --data-dir $(DATA) --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_many_classes.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
@@ -112,14 +113,14 @@ bench:
 	$(PYTHON) benchmarks/bench_presets.py --one-job --data-dir $(DATA) --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_tour.py --out $(RESULTS)/bench
 	cat $(RESULTS)/bench/dirichlet.md $(RESULTS)/bench/dirichlet_imagenet.md \
-	    $(RESULTS)/bench/defaults_noisy.md \
+	    $(RESULTS)/bench/defaults_noisy.md $(RESULTS)/bench/odir_search.md \
 	    $(RESULTS)/bench/neighbourhood.md \
 	    $(RESULTS)/bench/hoki.md $(RESULTS)/bench/venn_abers.md $(RESULTS)/bench/tables.md \
 	    $(RESULTS)/bench/calarena_speed.md $(RESULTS)/bench/sweep.md $(RESULTS)/bench/arena_store.md \
 	    $(RESULTS)/bench/presets.md $(RESULTS)/bench/tour.md > $(RESULTS)/bench/summary.md
 
 # On a machine with a CUDA GPU: ms_odir at ImageNet shape on the device against its CPU
-# (about 6 minutes on one H100; docs/performance.md holds the figures).
+# (about 4 minutes on one H100; docs/performance.md holds the figures).
 bench-gpu:
 	$(PYTHON) benchmarks/bench_gpu.py --device cuda --out $(RESULTS)/bench
 
