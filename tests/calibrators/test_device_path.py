@@ -142,3 +142,37 @@ def test_on_a_gpu_the_full_matrix_maps_predict_as_on_the_cpu(rng, method, params
     assert gpu.loss_ <= cpu.loss_ + 1e-9
     scores = [log_loss(m.predict_proba(z[test]), y[test]) for m in (cpu, gpu)]
     assert abs(scores[0] - scores[1]) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda",
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+        ),
+    ],
+)
+def test_the_device_fit_with_exact_row_blocks_reaches_the_cpu_fits_minimum(monkeypatch, device):
+    """A weak penalty on log-probabilities (60 classes): both fits go past a first round,
+    so both build `BlockPreconditioner`s, and they meet at one minimum."""
+    from calbench.calibrators import preconditioned
+    from tests.calibrators.test_preconditioned import _probability_data
+
+    built = []
+    plain = preconditioned.BlockPreconditioner.__init__
+
+    def counted(self, *args):
+        built.append(type(args[0]).__name__)
+        plain(self, *args)
+
+    monkeypatch.setattr(preconditioned.BlockPreconditioner, "__init__", counted)
+    x, y = _probability_data(np.random.default_rng(1), n=2000, k=60)
+    a0 = np.hstack([np.eye(60), np.zeros((60, 1))])
+    ridge = _odir_ridge(60, 0.01, 0.01)
+    cpu = fit_multinomial(x, y, a0, ridge)
+    on_device = fit_multinomial(x, y, a0, ridge, device=torch.device(device))
+    assert built[0] == "ndarray" and "Tensor" in built  # the CPU fit first, then the device's
+    assert cpu.gradient_max <= 1e-6 and on_device.gradient_max <= 1e-6
+    assert abs(cpu.loss - on_device.loss) <= 1e-7
