@@ -194,6 +194,7 @@ class _LineSearch:
         self.evaluations = 0
         self.direction_max = math.inf
         self.grads = {0.0: (grad0, math.inf, None)}
+        self._direction_max = direction.abs().max()  # on the device, read with a trial
 
     def trial(self, step):
         """The point at ``x + step * direction``. The same read brings the two-loop
@@ -205,7 +206,7 @@ class _LineSearch:
         value, grad = self.evaluate(self.x + s)
         self.evaluations += 1
         numbers = torch.stack(
-            [value.reshape(()), grad @ self.direction, grad.abs().max(), self.direction.abs().max()]
+            [value.reshape(()), grad @ self.direction, grad.abs().max(), self._direction_max]
         )
         numbers = torch.cat([numbers, _products(self.pairs, s, grad - self.grad0, grad)])
         numbers = numbers.cpu().numpy()

@@ -23,7 +23,7 @@ from calbench.calibrators.parametric import (
     lbfgs,
     threads_for,
 )
-from calbench.calibrators.preconditioned import fit_multinomial
+from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
 from calbench.calibrators.scaling import TemperatureScaling
 from calbench.criteria import get_criterion
 from calbench.device import reuse_transfers, to_device
@@ -309,7 +309,7 @@ class MatrixScaling(ParametricCalibrator):
         "shrink_to": Choice("auto", "zero", "temperature"),
         "regularization": Choice("none", "l2", "odir"),
         "solver": Choice("auto", "newton", "lbfgs"),
-        "preconditioner": Choice("blocks", "rows"),
+        "preconditioner": PRECONDITIONERS,
         "start": Choice("auto", "diagonal", "temperature", "identity"),
     }
 

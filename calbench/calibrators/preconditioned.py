@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calbench.calibrators import device_lbfgs
+from calbench.calibrators.constraints import Choice
 from calbench.calibrators.newton import row_pull_terms
 from calbench.calibrators.parametric import lbfgs
 from calbench.calibrators.threads import blas_threads
@@ -152,6 +153,10 @@ class BlockPreconditioner:
         """``L^-1 grad_a``."""
         return self._out(self._solve(grad_a, upper=False)[:, :, 0])
 
+
+#: The full-matrix maps' ``preconditioner`` parameter: ``blocks`` (`BlockPreconditioner`
+#: from the second round where affordable) or ``rows`` (`RowPreconditioner` throughout).
+PRECONDITIONERS = Choice("blocks", "rows")
 
 #: Classes a chunk of `BlockPreconditioner`'s products (bounding its temporary array).
 BLOCK_CHUNK = 16

@@ -40,7 +40,7 @@ from calbench.calibrators.constraints import Choice
 from calbench.calibrators.matrix import MatrixScaling
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
 from calbench.calibrators.parametric import ParametricCalibrator
-from calbench.calibrators.preconditioned import fit_multinomial
+from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
 from calbench.calibrators.scaling import TemperatureScaling, VectorScaling
 from calbench.calibrators.threads import blas_threads
 from calbench.simplex import log_in_place, softmax
@@ -74,19 +74,12 @@ class StructuredScaling(ParametricCalibrator):
     device : str
         Where the log-loss and its gradient are computed (see `TemperatureScaling`).
     preconditioner : {"blocks", "rows"}
-        How L-BFGS beyond Newton's class limit is preconditioned
-        (`calbench.calibrators.preconditioned`): ``"rows"`` models each class row's block
-        of the Hessian as its diagonal plus one direction throughout; ``"blocks"`` (the
-        default) takes the exact blocks from the second round of 200 steps on, where
-        affordable (up to about 170 classes at 5,000 rows), which a weak penalty on
-        log-probabilities needs (netcal's LeNet-5 CIFAR-100 at lambda = mu = 0.01: 1,156
-        steps against 4,998). Both reach the same minimum; the stored cells of the two
-        differ.
+        How L-BFGS beyond Newton's class limit is preconditioned, as `MatrixScaling`'s.
     """
 
     _parameter_constraints = {
         "structure": Choice("matrix", "vector"),
-        "preconditioner": Choice("blocks", "rows"),
+        "preconditioner": PRECONDITIONERS,
     }
 
     def default_strengths(self) -> str:
