@@ -5,10 +5,7 @@ L2 or ODIR regularisation, fitted as `calbench.calibrators.parametric` fits ever
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr, Choice
 from calbench.calibrators.newton import (
@@ -22,6 +19,7 @@ from calbench.calibrators.parametric import (
     ParametricCalibrator,
     lbfgs,
     threads_for,
+    warn_unconverged,
 )
 from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
 from calbench.calibrators.scaling import TemperatureScaling
@@ -567,14 +565,7 @@ class MatrixScaling(ParametricCalibrator):
             device=self._accelerator(),
             blocks=self.preconditioner == "blocks",
         )
-        if not fit.converged:
-            warnings.warn(
-                f"{type(self).__name__}: L-BFGS stopped before converging after "
-                f"{fit.n_iter} iterations (largest gradient entry {fit.gradient_max:.1e}); "
-                "raise max_iter or check the data.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
+        warn_unconverged(self, fit)
         self.coef_, self.intercept_ = fit.weights[:, :k].copy(), fit.weights[:, k].copy()
         self.n_iter_, self.loss_, self.gradient_max_ = fit.n_iter, fit.loss, fit.gradient_max
 

@@ -33,7 +33,6 @@ exact zeros (data given as probabilities) enter as ``ln(2.2e-308)``: finite, and
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -41,7 +40,7 @@ from scipy.special import gammaln
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import Choice
-from calbench.calibrators.threads import blas_threads
+from calbench.calibrators.threads import blas_threads, cores
 from calbench.simplex import log_softmax
 
 # Distance matrix entries per chunk (~64 MB of float64).
@@ -102,7 +101,7 @@ class NeighbourhoodCalibrator(Calibrator):
             out[part] = probs[part] - self._weights(probs[part], log_probs[part]) @ self.errors_
 
         starts = range(0, len(probs), chunk)
-        workers = min(len(starts), os.cpu_count() or 1)
+        workers = min(len(starts), cores())
         if workers <= 1:
             for start in starts:
                 predict(start)

@@ -55,6 +55,19 @@ SCALING_PARAMETERS = """
 """
 
 
+def warn_unconverged(model, fit) -> None:
+    """One warning where a preconditioned fit (`calbench.calibrators.preconditioned`) ran
+    out of steps, naming how far from converged it stopped."""
+    if not fit.converged:
+        warnings.warn(
+            f"{type(model).__name__}: L-BFGS stopped before converging after "
+            f"{fit.n_iter} iterations (largest gradient entry {fit.gradient_max:.1e}); "
+            "raise max_iter or check the data.",
+            ConvergenceWarning,
+            stacklevel=5,
+        )
+
+
 def exp_any(a):
     """exp of a numpy array or a torch tensor (the maps' forward passes serve both)."""
     return np.exp(a) if isinstance(a, np.ndarray | float) else a.exp()

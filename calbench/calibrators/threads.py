@@ -3,6 +3,8 @@ libraries per process (a lookup costs milliseconds, more than a small fit)."""
 
 from __future__ import annotations
 
+import os
+
 from threadpoolctl import ThreadpoolController
 
 _CONTROLLER = ThreadpoolController()
@@ -15,3 +17,11 @@ def blas_threads(limit: int | None):
     if limit is None:
         limit = max(info["num_threads"] for info in _STARTING) if _STARTING else None
     return _CONTROLLER.limit(limits=limit, user_api="blas")
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity where the system says, as a
+    container's CPU set does), for the calibrators' own thread pools."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

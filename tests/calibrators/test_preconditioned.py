@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from calbench.calibrators import make_calibrator
+from calbench.calibrators.newton import vector_label_sums, vector_log_loss
 from calbench.calibrators.preconditioned import (
     BlockPreconditioner,
+    ClassPairPreconditioner,
     RowPreconditioner,
     fit_multinomial,
 )
@@ -158,3 +160,92 @@ def test_odir_converges_at_a_weak_penalty_on_lenet5(more_networks, method):
     assert fit.gradient_max_ <= 1e-6
     assert fit.n_iter_ < 1500
     assert fit.loss_ - 2.6073630730 < 2e-7
+
+
+def test_the_class_pair_preconditioner_whitens_each_class_pair_exactly(rng):
+    """`ClassPairPreconditioner` from `vector_log_loss`'s sums: inverse maps, the chain rule,
+    and in its coordinates each class's 2 x 2 block of vector scaling's Hessian, ``(1/n)
+    sum_i p_ic (1 - p_ic) [x_ic, 1]^T [x_ic, 1]``, written out here, is the identity."""
+    x = rng.normal(size=(400, 7)) * 3
+    y = rng.integers(0, 7, 400)
+    w, b = np.full(7, 0.8), np.full(7, 0.1)
+    sums = vector_log_loss(w, b, x, y, vector_label_sums(x, y), curvature=True)[3]
+    coordinates = ClassPairPreconditioner(sums)
+    a = rng.normal(size=(2, 7))
+    np.testing.assert_allclose(coordinates.weights(coordinates.theta(a)), a, rtol=1e-10)
+    g, direction = rng.normal(size=(2, 7)), rng.normal(size=(2, 7))
+    np.testing.assert_allclose(
+        (coordinates.gradient(g) * direction).sum(), (g * coordinates.weights(direction)).sum()
+    )
+    probs = softmax(x * w + b)
+    for c in range(7):
+        features = np.stack([x[:, c], np.ones(400)], axis=1)
+        block = (features * (probs[:, c] * (1 - probs[:, c]))[:, None]).T @ features / 400
+        basis = np.zeros((2, 2, 7))
+        basis[[0, 1], [0, 1], c] = 1.0
+        columns = np.array([coordinates.weights(e)[:, c] for e in basis]).T
+        np.testing.assert_allclose(columns.T @ block @ columns, np.eye(2), atol=1e-8)
+
+
+@pytest.mark.parametrize("k", [300, 2**18 // 40])  # one row a chunk; 40 rows a chunk
+def test_vector_scalings_chunked_log_loss_is_the_chain_rule(rng, k, monkeypatch):
+    """`vector_log_loss` (rows in chunks, on every core) against the log-loss and its
+    gradients written out on whole arrays, and the same bits on one core as on two."""
+    import calbench.calibrators.newton as newton
+
+    n = 500
+    x = rng.normal(size=(n, k)) * 4
+    y = rng.integers(0, k, n)
+    w, b = 1 + 0.1 * rng.normal(size=k), rng.normal(size=k)
+    value, grad_w, grad_b, _ = vector_log_loss(w, b, x, y, vector_label_sums(x, y))
+    logp = log_softmax(x * w + b)
+    residual = np.exp(logp)
+    residual[np.arange(n), y] -= 1.0
+    assert value == pytest.approx(-logp[np.arange(n), y].mean(), rel=1e-13)
+    np.testing.assert_allclose(grad_w, (residual * x).mean(axis=0), atol=1e-15)
+    np.testing.assert_allclose(grad_b, residual.mean(axis=0), atol=1e-15)
+    for workers in (1, 2):
+        monkeypatch.setattr(newton, "cores", lambda workers=workers: workers)
+        again = vector_log_loss(w, b, x, y, vector_label_sums(x, y))
+        assert again[0] == value
+        assert np.array_equal(again[1], grad_w) and np.array_equal(again[2], grad_b)
+
+
+def test_vector_scaling_by_preconditioned_lbfgs_meets_newtons_minimum(rng, monkeypatch):
+    """Beyond Newton's class limit (here lowered to 10) vector scaling fits by L-BFGS in
+    `ClassPairPreconditioner`'s coordinates: Newton's minimum, every gradient entry below
+    tol, in fewer steps than L-BFGS in the scales and intercepts themselves."""
+    import calbench.calibrators.scaling as scaling
+
+    k = 60
+    y = np.concatenate([np.arange(k).repeat(10), rng.integers(0, k, 2400)])
+    z = rng.normal(size=(len(y), k))
+    z[np.arange(len(y)), y] += 2.0
+    z = z * 3 + rng.normal(scale=2, size=k)  # per-class offsets: intercepts matter
+    newton = make_calibrator("vs", tol=1e-10).fit(z, y)
+    monkeypatch.setattr(scaling, "NEWTON_VECTOR_MAX_CLASSES", 10)
+    blocks = make_calibrator("vs").fit(z, y)
+    plain = make_calibrator("vs", preconditioner="none").fit(z, y)
+    assert blocks.gradient_max_ <= 1e-6
+    assert blocks.loss_ == pytest.approx(newton.loss_, rel=1e-10)
+    assert blocks.loss_ <= plain.loss_
+    assert blocks.n_iter_ < plain.n_iter_
+    np.testing.assert_allclose(blocks.predict_proba(z), newton.predict_proba(z), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["vs", "bcts"])
+def test_a_class_without_a_fitting_label_is_named_before_the_fit(name):
+    """A map with a free intercept per class has no log-loss minimum where a class has no
+    fitting label (its intercept's gradient, the mean of its probabilities, is positive
+    everywhere): one warning names how many, before any work; none where all are there."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(300, 6)) * 2
+    y = rng.integers(0, 5, 300)  # class 5 never a label
+    with pytest.warns(ConvergenceWarning, match=r"1 of 6 classes have no label among the 300"):
+        make_calibrator(name).fit(z, y)
+    y[:6] = np.arange(6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_calibrator(name).fit(z, y)
