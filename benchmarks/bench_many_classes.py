@@ -8,7 +8,7 @@ Each fit runs in a child process of its own, so its peak resident memory is its 
 data are the seeded over-confident logits of the other benches, 25,000 calibration rows and
 5,000 test rows (``--rows``). A fit that calbench refuses (a full k x k map beyond
 ``MATRIX_MAX_CLASSES``) or that runs past ``--timeout`` is recorded as such. Writes
-<out>/many_classes.csv and .md.
+<out>/<stem>.csv and .md (``--stem``, default many_classes).
 
 At 10,000 classes 25,000 rows leave about 820 classes without a calibration label, so
 vector scaling's unpenalised log-loss has no minimum there (calbench warns before the fit):
@@ -100,6 +100,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--out", default="results/bench")
+    parser.add_argument("--stem", default="many_classes", help="the output files' name")
     args = parser.parse_args()
     records = []
     for k in (int(c) for c in args.classes.split(",")):
@@ -115,7 +116,7 @@ def main() -> None:
                     row["speedup"] = theirs["seconds"] / ours["seconds"]
             records.append(row)
             print(row, flush=True)
-    print(write_results(records, args.out, "many_classes", "Maps at 1,000 and 10,000 classes"))
+    print(write_results(records, args.out, args.stem, f"Maps at {args.classes} classes"))
 
 
 if __name__ == "__main__":

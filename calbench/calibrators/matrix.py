@@ -22,7 +22,7 @@ from calbench.calibrators.parametric import (
     warn_unconverged,
 )
 from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
-from calbench.calibrators.scaling import TemperatureScaling
+from calbench.calibrators.scaling import TemperatureScaling, warn_if_no_minimum
 from calbench.criteria import get_criterion
 from calbench.device import reuse_transfers, to_device
 from calbench.errors import CalbenchError
@@ -499,6 +499,7 @@ class MatrixScaling(ParametricCalibrator):
         self._resolve_strengths(*logits.shape)
         self._resolve_pulls(x, logits, y)
         self._penalty_terms = (self._penalty_weights(k), self._penalty_center(k), self.row_pull_)
+        warn_if_no_minimum(self, y, k, unpenalised=self._penalty_terms[0][:, k] == 0)
         newton = solver == "newton" or (
             solver == "auto" and self.criterion == "nll" and k <= NEWTON_MAX_CLASSES
         )

@@ -233,7 +233,7 @@ def test_vector_scaling_by_preconditioned_lbfgs_meets_newtons_minimum(rng, monke
     np.testing.assert_allclose(blocks.predict_proba(z), newton.predict_proba(z), atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["vs", "bcts"])
+@pytest.mark.parametrize("name", ["vs", "bcts", "dir", "dir_l2"])
 def test_a_class_without_a_fitting_label_is_named_before_the_fit(name):
     """A map with a free intercept per class has no log-loss minimum where a class has no
     fitting label (its intercept's gradient, the mean of its probabilities, is positive
@@ -249,3 +249,13 @@ def test_a_class_without_a_fitting_label_is_named_before_the_fit(name):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         make_calibrator(name).fit(z, y)
+
+
+def test_a_penalised_intercept_has_a_minimum_without_its_label():
+    """ODIR penalises the intercepts (mu): a class without a label then has a finite
+    minimum, and no warning is given."""
+    rng = np.random.default_rng(3)
+    z, y = rng.normal(size=(300, 6)) * 2, rng.integers(0, 5, 300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_calibrator("dir_odir", reg_lambda=0.1, reg_mu=0.1).fit(z, y)
