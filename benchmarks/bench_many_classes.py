@@ -10,10 +10,10 @@ data are the seeded over-confident logits of the other benches, 25,000 calibrati
 ``MATRIX_MAX_CLASSES``) or that runs past ``--timeout`` is recorded as such. Writes
 <out>/<stem>.csv and .md (``--stem``, default many_classes).
 
-At 10,000 classes 25,000 rows leave about 820 classes without a calibration label, so
-vector scaling's unpenalised log-loss has no minimum there (calbench warns before the fit):
-its time is its stopping rule's. ``--classes 2000 --rows 50000 --methods vs`` times it
-beyond Newton's class limit where a minimum exists.
+A row's ``classes_without_label`` counts the classes no calibration row is labelled with:
+where it is not 0, vector scaling's unpenalised log-loss has no minimum (calbench warns
+before the fit), and its time is its stopping rule's. ``--classes 2000 --rows 50000
+--methods vs`` times it beyond Newton's class limit where a minimum exists.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ y = sample_labels(softmax(u), rng)
 z = 2.5 * u + rng.normal(scale=0.5, size=k)
 zc, yc, zt, yt = z[:n_cal], y[:n_cal], z[n_cal:], y[n_cal:]
 del u
-out = {{}}
+out = {{"classes_without_label": int(k - np.unique(yc).size)}}
 import torch  # imports before the clock starts: a fit's time is the fit's
 if {peer!r}:
     from probmetrics.calibrators import *  # noqa: F403
@@ -107,10 +107,12 @@ def main() -> None:
         for method in args.methods.split(","):
             ours = run_child(method, k, args.rows, None, args.timeout)
             row = {"classes": k, "rows": args.rows, "method": method}
+            row["classes_without_label"] = ours.pop("classes_without_label", None)
             row.update({f"calbench_{a}": b for a, b in ours.items()})
             peer = PEERS.get(method)
             if peer and not args.no_peer:
                 theirs = run_child(method, k, args.rows, peer, args.timeout)
+                theirs.pop("classes_without_label", None)
                 row.update({f"probmetrics_{a}": b for a, b in theirs.items()})
                 if "seconds" in ours and "seconds" in theirs:
                     row["speedup"] = theirs["seconds"] / ours["seconds"]

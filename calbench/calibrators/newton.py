@@ -178,7 +178,7 @@ def vector_log_loss(w, b, x, y, label_sums, curvature=False):
     is made (50,000 x 2,000: 0.28 s an evaluation on 2 cores, where whole-array passes took
     0.68 s). The chunks are fixed by the shape and summed in order, so the numbers do not
     depend on the number of cores. Probabilities below ``exp(EXP_FLOOR)`` of the row's
-    largest are raised to it (no subnormals in the sums); the label's log-probability comes
+    largest are raised to it (no subnormal exponentials); the label's log-probability comes
     from its logit."""
     n, k = x.shape
     rows = max(1, VECTOR_CHUNK_ENTRIES // k)

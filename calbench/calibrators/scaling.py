@@ -121,7 +121,7 @@ class VectorScaling(TemperatureScaling):
         L-BFGS's coordinates for the log-loss on the CPU beyond Newton's class limit:
         ``"blocks"`` (the default) makes each class's 2 x 2 block of the Hessian the
         identity (`calbench.calibrators.preconditioned.ClassPairPreconditioner`; 20,000
-        rows of 1,000 classes: 86 steps against 310); ``"none"`` fits the scales and
+        rows of 1,000 classes: 105 steps against 310); ``"none"`` fits the scales and
         intercepts themselves. Both reach the same minimum; the stored cells differ.
 """
     )
@@ -226,8 +226,8 @@ def warn_if_no_minimum(model, y, n_classes, unpenalised=True):
             f"{type(model).__name__}: {missing} of {n_classes} classes have no label among "
             f"the {len(y)} fitting rows, so the log-loss has no minimum: their intercepts "
             "fall without bound and the fit runs to max_iter on a map that over-fits. Fit "
-            "a penalised map (svs, ms_odir) or temperature scaling (ts), or give every "
-            "class fitting rows.",
+            "a map whose intercepts are penalised (svs; ms_odir up to 2,000 classes) or "
+            "temperature scaling (ts), or give every class fitting rows.",
             ConvergenceWarning,
             stacklevel=4,
         )
