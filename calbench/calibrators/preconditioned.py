@@ -206,14 +206,18 @@ def fit_vector(x, y, w0, b0, *, max_iter=1000, tol=1e-6) -> MultinomialFit:
         return value, np.stack([grad_w, grad_b]), sums
 
     a0 = np.stack([np.asarray(w0, np.float64), np.asarray(b0, np.float64)])
-    return _refreshed(
-        in_weights,
-        _scipy_rounds(in_weights, tol),
-        a0,
-        lambda sums, steps: ClassPairPreconditioner(sums),
-        max_iter=max_iter,
-        tol=tol,
-    )
+    # BLAS on one thread: scipy's vector work wakes its threads, which then spin on the
+    # cores the evaluation's own threads need (2,500 x 10,000: 0.11 s an evaluation, 0.07 s
+    # so; `fit_multinomial` holds it for the same reason).
+    with blas_threads(1):
+        return _refreshed(
+            in_weights,
+            _scipy_rounds(in_weights, tol),
+            a0,
+            lambda sums, steps: ClassPairPreconditioner(sums),
+            max_iter=max_iter,
+            tol=tol,
+        )
 
 
 #: The full-matrix maps' ``preconditioner`` parameter: ``blocks`` (`BlockPreconditioner`
