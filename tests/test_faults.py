@@ -285,7 +285,7 @@ def test_a_sweep_runs_every_cell_it_can_and_reports_the_failures(own_calibrators
     results = own_calibrators / "results"
     out = _sweep(
         results,
-        "method=ts,vs",
+        "method=ts,bcts",
         "method.calibrator=ts,own_calibrators:Raises",
         f"hydra.launcher.n_jobs={jobs}",
     )
@@ -296,7 +296,7 @@ def test_a_sweep_runs_every_cell_it_can_and_reports_the_failures(own_calibrators
     assert (results / "failures.log").read_text().count("divided by zero") == 2
     again = _sweep(
         results,
-        "method=ts,vs",
+        "method=ts,bcts",
         "method.calibrator=ts,own_calibrators:Raises",
         f"hydra.launcher.n_jobs={jobs}",
     )
