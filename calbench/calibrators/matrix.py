@@ -19,10 +19,11 @@ from calbench.calibrators.parametric import (
     ParametricCalibrator,
     lbfgs,
     threads_for,
+    warn_if_no_minimum,
     warn_unconverged,
 )
 from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
-from calbench.calibrators.scaling import TemperatureScaling, warn_if_no_minimum
+from calbench.calibrators.scaling import TemperatureScaling
 from calbench.criteria import get_criterion
 from calbench.device import reuse_transfers, to_device
 from calbench.errors import CalbenchError

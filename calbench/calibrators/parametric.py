@@ -68,6 +68,30 @@ def warn_unconverged(model, fit) -> None:
         )
 
 
+def warn_if_no_minimum(model, y, n_classes, unpenalised=True):
+    """Warn, before fitting, where the log-loss of a map with a free intercept per class has
+    no minimum: a class with no fitting label whose intercept is not penalised
+    (``unpenalised``: a bool, or one per class). Its intercept's gradient is the mean of its
+    probabilities, positive at every point, so the intercept falls without bound and the
+    optimiser runs to ``max_iter`` on an over-fitting map (2,500 rows, 1,000 classes, 82
+    of them without a label: vector scaling's test log-loss 4.15 after 50 L-BFGS steps,
+    11.98 after 1,000; Newton's method, at -3,010 for an intercept, 18.8)."""
+    if model.criterion != "nll":
+        return
+    absent = np.bincount(y, minlength=n_classes) == 0
+    missing = int(np.count_nonzero(absent & unpenalised))
+    if missing:
+        warnings.warn(
+            f"{type(model).__name__}: {missing} of {n_classes} classes have no label among "
+            f"the {len(y)} fitting rows, so the log-loss has no minimum: their intercepts "
+            "fall without bound and the fit runs to max_iter on a map that over-fits. Fit "
+            "a map whose intercepts are penalised (svs; ms_odir up to 2,000 classes) or "
+            "temperature scaling (ts), or give every class fitting rows.",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+
+
 def exp_any(a):
     """exp of a numpy array or a torch tensor (the maps' forward passes serve both)."""
     return np.exp(a) if isinstance(a, np.ndarray | float) else a.exp()
@@ -108,6 +132,11 @@ class ParametricCalibrator(Calibrator):
         """The torch device this map fits on where ``device`` names a GPU, else None (the
         numpy path): one place to ask, so every family takes the same path."""
         return accelerator(getattr(self, "device", None))
+
+    def _cpu_log_loss(self) -> bool:
+        """Whether this fit minimises the log-loss in numpy (the families' closed-form
+        solvers and fused evaluations serve that case only)."""
+        return self.criterion == "nll" and self._accelerator() is None
 
     def _features(self, logits: np.ndarray) -> np.ndarray:
         return log_softmax(logits) if self.input_kind == "probabilities" else logits

@@ -5,10 +5,7 @@ and an intercept per class, on logits (Guo et al. 2017; Alexandari et al. 2020),
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.constraints import Choice
 from calbench.calibrators.newton import (
@@ -22,6 +19,7 @@ from calbench.calibrators.parametric import (
     ParametricCalibrator,
     exp_any,
     torch,
+    warn_if_no_minimum,
     warn_unconverged,
 )
 from calbench.calibrators.preconditioned import fit_vector
@@ -61,8 +59,7 @@ class TemperatureScaling(ParametricCalibrator):
         gradient the generic chain rule builds: one exponential pass in torch (5000 x 100:
         2.4 ms an evaluation against 6.6 ms). Small data (under `TORCH_MIN_ENTRIES`
         entries, every UCI set and 10-class network) keep the generic path, bit for bit."""
-        fast = self.criterion == "nll" and x.size >= TORCH_MIN_ENTRIES and x.dtype == np.float64
-        if not fast or self._accelerator() is not None:
+        if not self._fused_log_loss(x):
             return super()._data_term(criterion, x, y)
         features = torch.from_numpy(np.ascontiguousarray(x))
         label_mean = float(x[np.arange(len(y)), y].mean())
@@ -79,6 +76,10 @@ class TemperatureScaling(ParametricCalibrator):
             return value, {"log_temperature_": np.asarray(-beta * slope)}
 
         return one_parameter
+
+    def _fused_log_loss(self, x) -> bool:
+        """Whether the map's own one-pass log-loss serves ``x`` (`_data_term`)."""
+        return self._cpu_log_loss() and x.size >= TORCH_MIN_ENTRIES and x.dtype == np.float64
 
     @property
     def temperature_(self) -> float:
@@ -144,8 +145,7 @@ class VectorScaling(TemperatureScaling):
         """The log-loss on the CPU from `TORCH_MIN_ENTRIES` entries in one fused pass
         (`vector_log_loss`); elsewhere the generic chain rule (temperature scaling's
         one-parameter path is not ours)."""
-        fast = self.criterion == "nll" and x.size >= TORCH_MIN_ENTRIES and x.dtype == np.float64
-        if not fast or self._accelerator() is not None:
+        if not self._fused_log_loss(x):
             return ParametricCalibrator._data_term(self, criterion, x, y)
         label_sums = vector_label_sums(x, y)
 
@@ -165,9 +165,7 @@ class VectorScaling(TemperatureScaling):
         if self._fits_by_newton(logits.shape[1]):
             self._fit_vector_by_newton(self._fitting_features(logits), y)
             return
-        # Past Newton's class limit (the log-loss on the CPU).
-        cpu_log_loss = self.criterion == "nll" and self._accelerator() is None
-        if cpu_log_loss and self.preconditioner == "blocks":
+        if self._cpu_log_loss() and self.preconditioner == "blocks":  # past Newton's limit
             self._fit_vector_preconditioned(logits, y)
         else:
             super()._fit(logits, y)
@@ -176,11 +174,7 @@ class VectorScaling(TemperatureScaling):
         """The log-loss on the CPU up to `NEWTON_VECTOR_MAX_CLASSES` classes: Newton's
         method on the 2k parameters (`newton_vector`), the same minimum as L-BFGS in a
         handful of steps; other criteria, accelerators and more classes take L-BFGS."""
-        return (
-            self.criterion == "nll"
-            and self._accelerator() is None
-            and n_classes <= NEWTON_VECTOR_MAX_CLASSES
-        )
+        return self._cpu_log_loss() and n_classes <= NEWTON_VECTOR_MAX_CLASSES
 
     def _fit_vector_by_newton(self, x, y, pen_w=0.0, pen_b=0.0):
         k = x.shape[1]
@@ -207,30 +201,6 @@ class VectorScaling(TemperatureScaling):
 
     def _backward(self, params, x, out, grad_out):
         return {"coef_": (grad_out * x).sum(axis=0), "intercept_": grad_out.sum(axis=0)}
-
-
-def warn_if_no_minimum(model, y, n_classes, unpenalised=True):
-    """Warn, before fitting, where the log-loss of a map with a free intercept per class has
-    no minimum: a class with no fitting label whose intercept is not penalised
-    (``unpenalised``: a bool, or one per class). Its intercept's gradient is the mean of its
-    probabilities, positive at every point, so the intercept falls without bound and the
-    optimiser runs to ``max_iter`` on an over-fitting map (2,500 rows, 1,000 classes, 82
-    of them without a label: vector scaling's test log-loss 4.15 after 50 L-BFGS steps,
-    11.98 after 1,000; Newton's method, at -3,010 for an intercept, 18.8)."""
-    if model.criterion != "nll":
-        return
-    absent = np.bincount(y, minlength=n_classes) == 0
-    missing = int(np.count_nonzero(absent & unpenalised))
-    if missing:
-        warnings.warn(
-            f"{type(model).__name__}: {missing} of {n_classes} classes have no label among "
-            f"the {len(y)} fitting rows, so the log-loss has no minimum: their intercepts "
-            "fall without bound and the fit runs to max_iter on a map that over-fits. Fit "
-            "a map whose intercepts are penalised (svs; ms_odir up to 2,000 classes) or "
-            "temperature scaling (ts), or give every class fitting rows.",
-            ConvergenceWarning,
-            stacklevel=4,
-        )
 
 
 #: ``start="auto"`` begins at the diagonal minimum where an off-diagonal weight's penalty is

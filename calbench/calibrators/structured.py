@@ -136,8 +136,7 @@ class StructuredScaling(ParametricCalibrator):
             "diagonal": self.lambda_diagonal * scale,
             "off_diagonal": self.lambda_off_diagonal * (k * (k - 1)) ** self.rho / n**self.tau,
         }
-        on_cpu = self.criterion == "nll" and self._accelerator() is None
-        if on_cpu and self._matrix():
+        if self._cpu_log_loss() and self._matrix():
             x = self._fitting_features(logits)
             if k <= NEWTON_MAX_CLASSES:
                 self._fit_matrix_by_newton(x, y)
