@@ -23,6 +23,8 @@ probabilities to float32 and clips their logs at ln(float32 tiny) = -87.3 (only
 probabilities below 1e-38 differ), and fits by scipy's L-BFGS-B with closed-form gradients
 instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/calibrators/test_structured.py).
 Their SAGA solver and non-ridge penalties (lasso, MCP, group lasso) are not implemented.
+SMS's W is a full k x k map, so like the ODIR maps it is refused beyond
+`~calbench.calibrators.matrix.MATRIX_MAX_CLASSES` classes, before any work.
 
 The default strengths are the paper's, unlike the ODIR and L2 maps' data-chosen ones, so
 ``sms`` and ``svs`` stay the paper's methods and CalArena's numbers. At the ImageNet shape
@@ -37,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.constraints import Choice
-from calbench.calibrators.matrix import MatrixScaling
+from calbench.calibrators.matrix import MatrixScaling, check_matrix_size
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
 from calbench.calibrators.parametric import ParametricCalibrator
 from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
@@ -127,8 +129,10 @@ class StructuredScaling(ParametricCalibrator):
         return log_in_place(probs)
 
     def _fit(self, logits, y):
-        self.temperature_ = TemperatureScaling().fit(logits, y).temperature_
         n, k = logits.shape
+        if self._matrix():
+            check_matrix_size("StructuredScaling (sms)", n, k)
+        self.temperature_ = TemperatureScaling().fit(logits, y).temperature_
         self.uniform_weight_ = 1.0 / (n + 1)
         scale = k**self.rho / n**self.tau
         self.penalties_ = {
