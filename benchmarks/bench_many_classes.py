@@ -13,7 +13,8 @@ data are the seeded over-confident logits of the other benches, 25,000 calibrati
 A row's ``classes_without_label`` counts the classes no calibration row is labelled with:
 where it is not 0, vector scaling's unpenalised log-loss has no minimum (calbench warns
 before the fit), and its time is its stopping rule's. ``--classes 2000 --rows 50000
---methods vs`` times it beyond Newton's class limit where a minimum exists.
+--methods vs,sms`` times it beyond Newton's class limit where a minimum exists, and SMS at
+the largest map calbench fits (`~calbench.calibrators.matrix.MATRIX_MAX_CLASSES`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def run_child(method: str, k: int, rows: int, peer: str | None, timeout: float) 
         return {"status": f"over {timeout:.0f} s"}
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        refusal = "calbench.errors.CalbenchError: "
+        if last.startswith(refusal):  # refused before any work: what and why, briefly
+            return {"status": "refused: " + last[len(refusal) :].split(" and a step")[0][:160]}
         return {"status": last[:160]}
     return {"status": "ok", **json.loads(done.stdout.strip().splitlines()[-1])}
 

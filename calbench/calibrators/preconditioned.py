@@ -367,17 +367,30 @@ def _scipy_rounds(in_weights, tol):
     ``value``), at most ``budget`` steps: ``(weights reached, steps, whether it stopped at
     the budget)``."""
 
-    def minimise(coordinates, a, value, budget):  # noqa: ARG001 (scipy needs no start value)
+    def minimise(coordinates, a, value, grad, budget):
         shape = a.shape
+        theta0 = coordinates.theta(a).ravel()
+        # scipy's first call is at theta0, the round's start, which the caller has
+        # evaluated (at ``a``, which theta0 maps back to within rounding), and its last
+        # at the point it returns: neither is evaluated twice. At 2,000 classes an
+        # evaluation is the fit's whole cost, and a one-round SMS fit takes 7 to 9.
+        last = [theta0, a, value, grad]
 
         def objective(theta):
-            value, grad, _ = in_weights(coordinates.weights(theta.reshape(shape)))
-            return value, coordinates.gradient(grad).ravel()
+            if not np.array_equal(theta, last[0]):
+                weights = coordinates.weights(theta.reshape(shape))
+                last[:] = [theta.copy(), weights, *in_weights(weights)[:2]]
+            return last[2], coordinates.gradient(last[3]).ravel()
 
-        theta0 = coordinates.theta(a).ravel()
         gtol = tol * coordinates.gradient_share
         result = lbfgs(objective, theta0, max_iter=budget, tol=gtol, ftol=tol * 1e-6)
-        return coordinates.weights(result.x.reshape(shape)), int(result.nit), result.status == 1
+        end = None
+        if np.array_equal(result.x, last[0]):
+            end = last[2], last[3]
+            reached = last[1]
+        else:
+            reached = coordinates.weights(result.x.reshape(shape))
+        return reached, int(result.nit), result.status == 1, end
 
     return minimise
 
@@ -395,7 +408,7 @@ def _device_rounds(in_weights, tol):
     decrease ``tol * 1e-6`` made absolute at the round's start, the gradient test
     `DEVICE_ROUND_TOL` tighter."""
 
-    def minimise(coordinates, a, value, budget):
+    def minimise(coordinates, a, value, grad, budget):  # noqa: ARG001 (evaluates its start)
         shape = a.shape
 
         def evaluate(theta):
@@ -411,7 +424,7 @@ def _device_rounds(in_weights, tol):
             tolerance_change=tol * 1e-6 * max(abs(value), 1.0),
         )
         weights = coordinates.weights(result.x.view(shape))
-        return weights, result.n_iter, result.n_iter >= budget
+        return weights, result.n_iter, result.n_iter >= budget, None
 
     return minimise
 
@@ -432,12 +445,16 @@ def _refreshed(in_weights, minimise, a, precondition, *, max_iter, tol) -> Multi
         # whose gradient in the weights is still above ``tol`` goes on from there, as
         # long as it lowers the objective.
         coordinates = precondition(state, steps)
-        a, taken, at_budget = minimise(coordinates, a, value, min(REFRESH_STEPS, max_iter - steps))
+        budget = min(REFRESH_STEPS, max_iter - steps)
+        a, taken, at_budget, end = minimise(coordinates, a, value, grad, budget)
         steps += taken
         before = value
-        value, grad, state = in_weights(a, for_preconditioner=True)
+        # ``end``: the objective and gradient at ``a`` where the round evaluated them last.
+        value, grad, state = (*end, None) if end else in_weights(a, for_preconditioner=True)
         value, largest = float(value), float(abs(grad).max())
         settled = largest <= tol or before - value <= tol * 1e-6 * abs(value)
         if steps >= max_iter or (not at_budget and settled):
             break
+        if state is None:  # the next round's coordinates need what an evaluation keeps
+            _, _, state = in_weights(a, for_preconditioner=True)
     return MultinomialFit(a, steps, value, largest, steps < max_iter)

@@ -72,6 +72,45 @@ def test_fit_multinomial_minimises_the_written_out_objective(rng):
         assert _objective(fit.weights + step, x, y, ridge) >= fit.loss - 1e-12
 
 
+def test_a_round_of_lbfgs_evaluates_no_point_twice(rng, monkeypatch):
+    """The round's start is evaluated for its preconditioner and scipy's last point by
+    scipy, so neither is evaluated again (at 2,000 classes an evaluation is the fit's
+    whole cost: SMS 9 evaluations before, 7 after). The fit still reports the objective
+    and the gradient at the weights it returns. (A fit of several rounds evaluates each
+    later round's start again, for the probabilities its preconditioner is built from.)"""
+    from calbench.calibrators import preconditioned
+
+    points, builds = [], []
+    make_objective = preconditioned._objective
+
+    def recording(*args):
+        in_weights = make_objective(*args)
+
+        def evaluate(a, for_preconditioner=False):
+            points.append(np.array(a, copy=True))
+            builds.append(for_preconditioner)
+            return in_weights(a, for_preconditioner)
+
+        return evaluate
+
+    monkeypatch.setattr(preconditioned, "_objective", recording)
+    x, y = _probability_data(rng, n=600, k=12)
+    k = x.shape[1]
+    ridge = np.full((k, k + 1), 0.05)
+    fit = fit_multinomial(x, y, np.hstack([np.eye(k), np.zeros((k, 1))]), ridge, tol=1e-6)
+    assert fit.converged and builds == [True] + [False] * (len(points) - 1)  # one round
+    assert len(points) > 10
+    for i, later in enumerate(points):
+        for earlier in points[:i]:
+            assert not np.allclose(later, earlier, rtol=1e-12, atol=0), f"point {i} again"
+    assert fit.loss == pytest.approx(_objective(fit.weights, x, y, ridge), rel=1e-12)
+    features = np.hstack([x, np.ones((len(x), 1))])
+    residual = softmax(features @ fit.weights.T) - np.eye(k)[y]
+    gradient = residual.T @ features / len(y) + 2 * ridge * fit.weights
+    assert fit.gradient_max == pytest.approx(np.abs(gradient).max(), rel=1e-6)
+    assert fit.gradient_max <= 1e-6
+
+
 def test_the_preconditioner_maps_are_inverse_and_its_gradient_the_chain_rule(rng):
     x, _ = _probability_data(rng, n=300, k=6)
     xt = np.hstack([x, np.ones((300, 1))])
