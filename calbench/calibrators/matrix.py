@@ -138,12 +138,13 @@ DIAGONAL_STRENGTHS = (100.0, 10.0, 1.0, 0.1, 0.0)
 DIAGONAL_HOLDOUT = 0.2
 
 
-#: Classes up to which a full k x k map (the ODIR and L2 maps, and SMS) is fitted. At 1,000
-#: (ImageNet) a default fit takes 35 to 40 s on 16 cores; at 2,000 one copy of the
-#: parameters is 32 MB and a step costs n k^2 = 1e11 multiplications on 25,000 rows; at
-#: 5,000, 200 MB a copy and 6e11 a step: hours, so refused before any work. At 10,000 the
-#: L-BFGS-B workspace alone is 36 GB: SMS, before it was refused, asked for them after
-#: 153 s of work on 2,500 rows and failed with scipy's MemoryError.
+#: Classes up to which the ODIR and L2 maps' full k x k map is fitted. At 1,000 (ImageNet)
+#: a default fit takes 35 to 40 s on 16 cores and its grid of strengths minutes; at 2,000
+#: one copy of the parameters is 32 MB and a step costs n k^2 = 1e11 multiplications on
+#: 25,000 rows; at 5,000, 200 MB a copy and 6e11 a step, over the hundreds of steps a weak
+#: penalty takes and the grid's 181 fits: hours, so refused before any work. (SMS, whose
+#: fixed strengths need one fit of a few steps, is bounded by memory instead:
+#: `calbench.calibrators.structured.check_sms_memory`.)
 MATRIX_MAX_CLASSES = 2000
 
 #: L-BFGS-B's workspace in copies of the parameters: 2 m + 5 for its m = 20 corrections.
@@ -152,7 +153,7 @@ LBFGS_COPIES = 45
 
 def check_matrix_size(owner: str, n: int, k: int) -> None:
     """Refuse a full k x k map beyond `MATRIX_MAX_CLASSES` classes, before any work, naming
-    what it would cost and the maps whose parameters grow with k alone."""
+    what it would cost and the maps that scale."""
     if k > MATRIX_MAX_CLASSES:
         copy_gb = k * (k + 1) * 8 / 1e9
         raise CalbenchError(
@@ -160,7 +161,9 @@ def check_matrix_size(owner: str, n: int, k: int) -> None:
             f"({copy_gb:.1f} GB a copy, {LBFGS_COPIES * copy_gb:.0f} GB for L-BFGS-B's "
             f"workspace of {LBFGS_COPIES} copies) and a step costs n k^2 = {n * k * k:.1e} "
             f"multiplications; it is fitted up to {MATRIX_MAX_CLASSES} classes. At {k} "
-            "classes use a map with a few parameters a class: svs, vs, ets or ts."
+            "classes use sms (a full map whose fixed penalties need one fit of a few "
+            "steps, where memory allows) or a map with a few parameters a class: svs, vs, "
+            "ets or ts."
         )
 
 

@@ -23,8 +23,9 @@ probabilities to float32 and clips their logs at ln(float32 tiny) = -87.3 (only
 probabilities below 1e-38 differ), and fits by scipy's L-BFGS-B with closed-form gradients
 instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/calibrators/test_structured.py).
 Their SAGA solver and non-ridge penalties (lasso, MCP, group lasso) are not implemented.
-SMS's W is a full k x k map, so like the ODIR maps it is refused beyond
-`~calbench.calibrators.matrix.MATRIX_MAX_CLASSES` classes, before any work.
+SMS's W is a full k x k map: where its fit would not fit in the memory available
+(`check_sms_memory`: at 10,000 classes on 25,000 rows about 56 GB) it is refused before any
+work.
 
 The default strengths are the paper's, unlike the ODIR and L2 maps' data-chosen ones, so
 ``sms`` and ``svs`` stay the paper's methods and CalArena's numbers. At the ImageNet shape
@@ -39,16 +40,44 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.constraints import Choice
-from calbench.calibrators.matrix import MatrixScaling, check_matrix_size
+from calbench.calibrators.matrix import LBFGS_COPIES, MatrixScaling
+from calbench.calibrators.memory import available_memory
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
 from calbench.calibrators.parametric import ParametricCalibrator
 from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
 from calbench.calibrators.scaling import TemperatureScaling, VectorScaling
 from calbench.calibrators.threads import blas_threads
+from calbench.errors import CalbenchError
 from calbench.simplex import log_in_place, softmax
 
 #: The gradient at which SMS's diagonal warm start stops (`_fit_matrix_by_scaledlbfgs`).
 WARM_START_TOL = 1e-4
+
+#: Copies of SMS's k (k + 1) parameters at its fit's peak: L-BFGS-B's workspace and about
+#: ten of the fit's own; and of the n x k features (the log-probabilities, with a column of
+#: ones, the logits, the probabilities and the preconditioner's weights). Measured peaks of
+#: the whole process, its logits included: 12.6 GB at 5,000 classes x 25,000 rows (this
+#: count says 17 GB), 6.4 GB at 2,000 x 50,000 (6.6 GB).
+SMS_PARAMETER_COPIES = LBFGS_COPIES + 10
+SMS_FEATURE_COPIES = 6
+
+
+def check_sms_memory(n: int, k: int) -> None:
+    """Refuse SMS before any work where its fit would not fit in the memory available (at
+    10,000 classes scipy asked for 33.5 GiB of workspace after 153 s of work and failed)."""
+    copy = 8 * k * (k + 1)
+    need = SMS_PARAMETER_COPIES * copy + SMS_FEATURE_COPIES * 8 * n * k
+    available = available_memory()
+    if available is None or need <= available:
+        return
+    raise CalbenchError(
+        f"StructuredScaling (sms): a full {k} x {k} map on {n} rows needs about "
+        f"{need / 1e9:.0f} GB ({copy / 1e9:.1f} GB a copy of its {k * (k + 1):,} parameters, "
+        f"{SMS_PARAMETER_COPIES} copies with L-BFGS-B's workspace, and "
+        f"{SMS_FEATURE_COPIES} copies of the {n} x {k} features), and this machine has "
+        f"{available / 1e9:.0f} GB available. Fit it where there is more memory, or use a "
+        "map with a few parameters a class: svs, vs, ets or ts."
+    )
 
 
 class StructuredScaling(ParametricCalibrator):
@@ -130,8 +159,8 @@ class StructuredScaling(ParametricCalibrator):
 
     def _fit(self, logits, y):
         n, k = logits.shape
-        if self._matrix():
-            check_matrix_size("StructuredScaling (sms)", n, k)
+        if self._matrix() and k > NEWTON_MAX_CLASSES and self._accelerator() is None:
+            check_sms_memory(n, k)  # scipy's L-BFGS-B, whichever the criterion
         self.temperature_ = TemperatureScaling().fit(logits, y).temperature_
         self.uniform_weight_ = 1.0 / (n + 1)
         scale = k**self.rho / n**self.tau
