@@ -16,6 +16,7 @@ from calbench.calibrators.newton import (
 )
 from calbench.calibrators.parametric import (
     FLOAT32_PRODUCTS,
+    LBFGS_COPIES,
     ParametricCalibrator,
     lbfgs,
     threads_for,
@@ -147,11 +148,8 @@ DIAGONAL_HOLDOUT = 0.2
 #: `calbench.calibrators.structured.check_sms_memory`.)
 MATRIX_MAX_CLASSES = 2000
 
-#: L-BFGS-B's workspace in copies of the parameters: 2 m + 5 for its m = 20 corrections.
-LBFGS_COPIES = 45
 
-
-def check_matrix_size(owner: str, n: int, k: int) -> None:
+def _check_matrix_size(owner: str, n: int, k: int) -> None:
     """Refuse a full k x k map beyond `MATRIX_MAX_CLASSES` classes, before any work, naming
     what it would cost and the maps that scale."""
     if k > MATRIX_MAX_CLASSES:
@@ -505,7 +503,7 @@ class MatrixScaling(ParametricCalibrator):
     def _fit(self, logits, y):
         solver = self.solver
         k = logits.shape[1]
-        check_matrix_size(type(self).__name__, *logits.shape)
+        _check_matrix_size(type(self).__name__, *logits.shape)
         self.temperature_ = None
         x = self._features(logits)  # once: ln p at ImageNet shape is 25M logarithms
         self._resolve_strengths(*logits.shape)

@@ -364,8 +364,8 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
 
 def _scipy_rounds(in_weights, tol):
     """One round of scipy's L-BFGS-B in ``coordinates`` from ``a`` (where the objective is
-    ``value``), at most ``budget`` steps: ``(weights reached, steps, whether it stopped at
-    the budget)``."""
+    ``value``, its gradient ``grad``), at most ``budget`` steps: ``(weights reached, steps,
+    whether it stopped at the budget, (objective, gradient) there or None)``."""
 
     def minimise(coordinates, a, value, grad, budget):
         shape = a.shape
@@ -373,7 +373,7 @@ def _scipy_rounds(in_weights, tol):
         # scipy's first call is at theta0, the round's start, which the caller has
         # evaluated (at ``a``, which theta0 maps back to within rounding), and its last
         # at the point it returns: neither is evaluated twice. At 2,000 classes an
-        # evaluation is the fit's whole cost, and a one-round SMS fit takes 7 to 9.
+        # evaluation is the fit's whole cost: a one-round SMS fit takes 7 (9 before).
         last = [theta0, a, value, grad]
 
         def objective(theta):

@@ -40,10 +40,10 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.constraints import Choice
-from calbench.calibrators.matrix import LBFGS_COPIES, MatrixScaling
+from calbench.calibrators.matrix import MatrixScaling
 from calbench.calibrators.memory import available_memory
 from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
-from calbench.calibrators.parametric import ParametricCalibrator
+from calbench.calibrators.parametric import LBFGS_COPIES, ParametricCalibrator
 from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
 from calbench.calibrators.scaling import TemperatureScaling, VectorScaling
 from calbench.calibrators.threads import blas_threads
