@@ -374,23 +374,21 @@ def _scipy_rounds(in_weights, tol):
         # evaluated (at ``a``, which theta0 maps back to within rounding), and its last
         # at the point it returns: neither is evaluated twice. At 2,000 classes an
         # evaluation is the fit's whole cost: a one-round SMS fit takes 7 (9 before).
-        last = [theta0, a, value, grad]
+        last = {"theta": theta0, "weights": a, "value": value, "grad": grad}
 
         def objective(theta):
-            if not np.array_equal(theta, last[0]):
+            if not np.array_equal(theta, last["theta"]):
                 weights = coordinates.weights(theta.reshape(shape))
-                last[:] = [theta.copy(), weights, *in_weights(weights)[:2]]
-            return last[2], coordinates.gradient(last[3]).ravel()
+                value, grad, _ = in_weights(weights)
+                last.update(theta=theta.copy(), weights=weights, value=value, grad=grad)
+            return last["value"], coordinates.gradient(last["grad"]).ravel()
 
         gtol = tol * coordinates.gradient_share
         result = lbfgs(objective, theta0, max_iter=budget, tol=gtol, ftol=tol * 1e-6)
-        end = None
-        if np.array_equal(result.x, last[0]):
-            end = last[2], last[3]
-            reached = last[1]
-        else:
-            reached = coordinates.weights(result.x.reshape(shape))
-        return reached, int(result.nit), result.status == 1, end
+        steps, at_budget = int(result.nit), result.status == 1
+        if np.array_equal(result.x, last["theta"]):
+            return last["weights"], steps, at_budget, (last["value"], last["grad"])
+        return coordinates.weights(result.x.reshape(shape)), steps, at_budget, None
 
     return minimise
 
