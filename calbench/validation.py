@@ -7,10 +7,34 @@ their inputs without importing the data package.
 from __future__ import annotations
 
 import contextlib
+import re
 
 import numpy as np
 
 from calbench.errors import CalbenchError
+
+#: A name that labels rows and names files, tables and a page's anchors: an experiment's,
+#: a method's, a data set's (a file's stem by default), a CalArena collection's or method's.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+#: Three names make one file name (experiment, data set, method), within a file system's 255.
+MAX_NAME_LENGTH = 64
+
+
+def check_name(name, what: str, fix: str = "") -> str:
+    """``name`` as `NAME_PATTERN` and `MAX_NAME_LENGTH` allow, else one error naming
+    ``what`` it is and ``fix``, the way to give another (``dataset.name=my_model``)."""
+    text = str(name)
+    rule = "letters, digits, '_', '-' and '.', starting with a letter or digit"
+    if len(text) > MAX_NAME_LENGTH:
+        problem = f"is {len(text)} characters long; at most {MAX_NAME_LENGTH}"
+        text = text[:40] + "..."
+    elif not NAME_PATTERN.fullmatch(text):
+        problem = f"cannot name files, tables and page anchors: use {rule}"
+    else:
+        return text
+    named = f"{what}={text!r}" if " " not in what else f"{what} {text!r}"  # a key, or words
+    raise CalbenchError(f"{named} {problem}{'; ' + fix if fix else ''}.")
+
 
 # Probability rows may drift from 1 by float32 rounding; beyond this they are wrong data.
 _ROW_SUM_TOLERANCE = 1e-4

@@ -376,7 +376,7 @@ def test_a_run_killed_at_random_points_loses_nothing(tmp_path):
         (["-m", "method=ts,vss"], "method=vss names no method (did you mean 'vs'?)"),
         (["loss=zero_on"], "loss=zero_on names no loss (did you mean 'zero_one'?); they are:"),
         (["dataset.path=s.npz"], "dataset.path is set but no data set that reads a file is"),
-        (["dataset.name=../up"], "dataset.name='../up' cannot name files of tables"),
+        (["dataset.name=../up"], "dataset.name='../up' cannot name files, tables and page anchors"),
         (["method=dir_odir", "method.grid.reg_lambda=[inf]"], "or a finite number >= 0. Got inf"),
     ],
     ids=["method", "swept_method", "loss", "path_without_loader", "name", "inf_in_grid"],

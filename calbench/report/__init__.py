@@ -17,6 +17,7 @@ import pandas as pd
 
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
+from calbench.markup import md_link, md_text
 from calbench.plots.write import risk_curve_files
 from calbench.runner.store import ResultStore, experiment_rows
 from calbench.tables.write import write_tables
@@ -33,7 +34,7 @@ def claims_section(experiment: str, results_dir) -> str:
             experiment, check_claims(results_dir, experiment, settings=settings), settings
         )
     except CalbenchError as exc:
-        return f"## The papers' claims on {experiment}\n\nNone checked: {exc}"
+        return f"## The papers' claims on {experiment}\n\nNone checked: {md_text(exc)}"
 
 
 def leaderboards(experiment: str, results_dir, metrics) -> dict:
@@ -108,11 +109,11 @@ def leaderboard_section(parts: ReportParts) -> list[str]:
     lines = ["## Leaderboards", ""]
     for metric, board in parts.boards.items():
         if isinstance(board, str):
-            lines += [f"No leaderboard on {metric}: {board}", ""]
+            lines += [f"No leaderboard on {md_text(metric)}: {md_text(board)}", ""]
             continue
         lines += [to_markdown(board), ""]
         for path in parts.win_rate_figures[metric]:
-            lines += [f"![{path.stem}](../leaderboards/{path.name})", ""]
+            lines += [md_link(path.stem, f"../leaderboards/{path.name}", image=True), ""]
     return lines
 
 
@@ -133,9 +134,8 @@ def write_report(
     lines = [
         f"# Experiment `{experiment}`",
         "",
-        f"{len(cells)} cells: data sets {', '.join(sorted(rows['dataset'].unique()))}; "
-        f"methods {', '.join(sorted(rows['method'].unique()))}; protocol "
-        f"{', '.join(sorted(rows['protocol'].unique()))} with "
+        f"{len(cells)} cells: data sets {_listed(rows['dataset'])}; "
+        f"methods {_listed(rows['method'])}; protocol {_listed(rows['protocol'])} with "
         f"{rows['fold'].nunique()} fold(s); seeds {seeds}.",
         f"Fit time over all cells and folds: "
         f"{rows.drop_duplicates(['config_hash', 'fold'])['fit_seconds'].sum():.1f} s.",
@@ -147,7 +147,7 @@ def write_report(
         lines += [path.read_text(), ""]
     lines += [parts.claims, "", "## Figures", ""]
     if figures:
-        lines += [f"![{p.stem}](../figures/{p.name})" for p in figures]
+        lines += [md_link(p.stem, f"../figures/{p.name}", image=True) for p in figures]
     else:
         lines.append(
             f"None drawn yet: `calbench figures --experiment {experiment}` (`--ci` for "
@@ -165,9 +165,14 @@ def write_report(
     ]
     for _, cell in cells.sort_values(["dataset", "method"]).iterrows():
         lines.append(
-            f"| {cell['dataset']} | {cell['method']} | {cell['criterion']} | "
+            f"| {md_text(cell['dataset'])} | {md_text(cell['method'])} | "
+            f"{md_text(cell['criterion'])} | "
             f"`{cell['config_hash']}` |"
         )
     path = results_dir / "reports" / f"{experiment}.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+def _listed(names: pd.Series) -> str:
+    return ", ".join(md_text(n) for n in sorted(names.astype(str).unique()))

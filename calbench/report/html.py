@@ -119,12 +119,14 @@ def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def cell_link(cell_hash: str, text: str) -> str:
-    return f'<a href="#cell-{cell_hash}">{html.escape(text)}</a>'
+    return f'<a href="#cell-{_slug(cell_hash)}">{html.escape(text)}</a>'
 
 
-def method_link(method: str) -> str:
-    """A leaderboard's method (``ts/nll`` where it competes per criterion) to its cells."""
-    return f'<a href="#method-{_slug(method.split("/")[0])}">{html.escape(method)}</a>'
+def method_link(label: str, methods) -> str:
+    """A leaderboard's method (``ts/nll`` where it competes per criterion; ``methods``: the
+    stored methods' names, which may hold a '/' themselves) to its cells."""
+    method = label if label in methods else label.rsplit("/", 1)[0]
+    return f'<a href="#method-{_slug(method)}">{html.escape(label)}</a>'
 
 
 def cells_html(cells: pd.DataFrame, metrics) -> str:
@@ -139,7 +141,8 @@ def cells_html(cells: pd.DataFrame, metrics) -> str:
             seen_methods.add(cell["method"])
             anchor = f' id="method-{_slug(cell["method"])}"'
         tds = [
-            f'<td id="cell-{cell["config_hash"]}"><code>{cell["config_hash"]}</code></td>',
+            f'<td id="cell-{_slug(cell["config_hash"])}"><code>'
+            f"{html.escape(str(cell['config_hash']))}</code></td>",
             _td(cell["dataset"]),
             f"<td{anchor}>{html.escape(str(cell['method']))}</td>",
             _td(cell["criterion"]),
@@ -237,6 +240,7 @@ def _source_html(dataset: dict) -> str:
         f'<a href="{html.escape(url)}">{html.escape(f["name"])}</a>'
         for f in files
         for url in (f.get("urls") or [])[:1]
+        if str(url).startswith(("https://", "http://"))
     ]
     if links:
         return ", ".join(links)
@@ -318,19 +322,20 @@ def leaderboards_html(results_dir: Path, report) -> str:
         if caveat:
             parts.append(f'<p class="caveat">{html.escape(caveat)}</p>')
         parts.append(f'<p class="caption">{html.escape(caption(board))}</p>')
-        parts.append(_board_table(board, display_frame(board)))
-        parts.append(_per_task_table(board, board.cells))
+        methods = set(report.rows["method"])
+        parts.append(_board_table(board, display_frame(board), methods))
+        parts.append(_per_task_table(board, board.cells, methods))
         cd = leaderboard_cd_figure(board, results_dir / "leaderboards")
         for path in report.win_rate_figures[metric] + cd:
             parts.append(_figure(path))
     return "\n".join(parts)
 
 
-def _board_table(board, shown: pd.DataFrame) -> str:
+def _board_table(board, shown: pd.DataFrame, methods) -> str:
     t = board.table
     lines = [_open_table(["#", "method", *shown.columns])]
     for place, method in enumerate(shown.index, start=1):
-        tds = [_num(place, "{:d}"), f"<td>{method_link(method)}</td>"]
+        tds = [_num(place, "{:d}"), f"<td>{method_link(method, methods)}</td>"]
         for column in shown.columns:
             key = _SORT_BY.get(column)
             if key is not None:
@@ -347,7 +352,7 @@ def _board_table(board, shown: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _per_task_table(board, hashes: pd.DataFrame) -> str:
+def _per_task_table(board, hashes: pd.DataFrame, methods) -> str:
     from calbench.tables.leaderboard import REFERENCE
 
     per_task = board.per_task
@@ -365,7 +370,7 @@ def _per_task_table(board, hashes: pd.DataFrame) -> str:
         best = row["best"]
         tds = [
             _td(task),
-            f"<td>{method_link(best)}</td>",
+            f"<td>{method_link(best, methods)}</td>",
             _linked_value(row["best_value"], hashes.loc[task, best]),
         ]
         if "ts_value" in per_task:
@@ -417,13 +422,51 @@ def markdown_html(text: str) -> str:
     tables sortable, numbers by their values."""
     import markdown
 
-    out = markdown.markdown(text, extensions=["tables"])
+    out = _kept_to_text(markdown.markdown(text, extensions=["tables"]))
     for level in (3, 2, 1):  # the page's sections are h2
         out = out.replace(f"<h{level}>", f"<h{level + 2}>").replace(
             f"</h{level}>", f"</h{level + 2}>"
         )
     out = out.replace("<table>", '<table class="sortable">')
     return re.sub(r"<td([^>]*)>(.*?)</td>", _numeric_cell, out, flags=re.S)
+
+
+#: What calbench's Markdown becomes: text, emphasis, lists and tables; nothing that runs.
+_KEPT_TAGS = {
+    *("p", "br", "hr", "strong", "em", "code", "pre", "sub", "sup", "u", "blockquote"),
+    *("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "a"),
+    *("table", "thead", "tbody", "tr", "th", "td"),
+}
+
+
+def _kept_to_text(out: str) -> str:
+    """The HTML of calbench's Markdown kept to `_KEPT_TAGS`, links to this page's anchors
+    and relative files, and a table column's alignment: every name is escaped where the
+    Markdown is written (`calbench.markup`); this holds where one was ever missed."""
+    import nh3
+
+    return nh3.clean(
+        out,
+        tags=_KEPT_TAGS,
+        attributes={"a": {"href"}, "th": {"style"}, "td": {"style"}},
+        attribute_filter=_kept_attribute,
+        filter_style_properties={"text-align"},
+        url_schemes=set(),
+        link_rel=None,
+    )
+
+
+def _kept_attribute(tag: str, attribute: str, value: str) -> str | None:
+    if attribute == "href" and not _in_report(value):
+        return None
+    return value
+
+
+def _in_report(href: str) -> bool:
+    """An anchor of this page, or a file beside it (no scheme, host or absolute path)."""
+    return href.startswith("#") or not (
+        ":" in href.split("/")[0] or href.startswith(("/", "\\")) or "\\" in href
+    )
 
 
 _LEADING_NUMBER = re.compile(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -463,4 +506,6 @@ def _num(value, fmt: str) -> str:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", str(text)).strip("-") or "x"
+    """An anchor for a name, one for each name: letters, digits, '_' and '-' as they are,
+    any other character as its code between dots (``a.b`` is ``a.2e.b``)."""
+    return re.sub(r"[^A-Za-z0-9_-]", lambda m: f".{ord(m.group()):x}.", str(text)) or "."

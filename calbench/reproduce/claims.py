@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from calbench.errors import CalbenchError
+from calbench.markup import markdown_table, md_text
 from calbench.metrics import higher_is_better
 from calbench.packs import pack_entries
 from calbench.runner.store import ResultStore, experiment_rows
@@ -152,30 +153,31 @@ def summary(checked: pd.DataFrame) -> pd.DataFrame:
 def to_markdown(experiment: str, checked: pd.DataFrame, settings: BootstrapSettings) -> str:
     level = f"{100 * (1 - settings.alpha):g}%"
     lines = [
-        f"## The papers' claims on {experiment}",
+        f"## The papers' claims on {md_text(experiment)}",
         "",
         f"Per claim, the tasks where it holds, fails or is undecided: the method's lead over the "
         f"best of the others it is claimed to beat, with the {level} interval of the paired "
         f"bootstrap of the task's test points (B = {settings.resamples}, seed {settings.seed}); "
         "holds where the interval lies above 0, fails where it lies below.",
         "",
-        summary(checked).to_markdown(),
+        markdown_table(summary(checked)),
         "",
     ]
     for claim, part in checked.groupby("claim", sort=False):
         lines += [
-            f"**{claim}**",
+            f"**{md_text(claim)}**",
             "",
             "| task | verdict | lead [interval] | method | best other |",
             "|---|---|---|---|---|",
         ]
         for _, r in part.iterrows():
+            task = md_text(r["task"])
             if r["verdict"] == "not run":
-                lines.append(f"| {r['task']} | not run | missing: {r['missing']} | | |")
+                lines.append(f"| {task} | not run | missing: {md_text(r['missing'])} | | |")
                 continue
             lines.append(
-                f"| {r['task']} | {r['verdict']} | {r['lead']:+.4f} [{r['low']:+.4f}, "
-                f"{r['high']:+.4f}] | {r['method_value']:.4f} | {r['best_other']} "
+                f"| {task} | {r['verdict']} | {r['lead']:+.4f} [{r['low']:+.4f}, "
+                f"{r['high']:+.4f}] | {r['method_value']:.4f} | {md_text(r['best_other'])} "
                 f"{r['best_other_value']:.4f} |"
             )
         lines.append("")

@@ -22,6 +22,7 @@ The leaderboard adds CalArena's table of mean improvement over the uncalibrated 
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 from pathlib import Path
@@ -33,6 +34,7 @@ from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.runner.store import ResultStore
 from calbench.tables.groups import tasks_file
+from calbench.validation import check_name
 from calbench.yaml_text import dump_yaml
 
 #: CalArena's metric suffixes -> calbench's metric names.
@@ -71,13 +73,52 @@ def _results_folder(source_dir) -> Path:
     return folder
 
 
+def _not_a_result_file(path: Path, problem: str) -> CalbenchError:
+    return CalbenchError(f"{path}: {problem}; nothing was imported (fix or remove the file).")
+
+
+def _parsed(path: Path, data: bytes) -> pd.DataFrame:
+    """The file's table, every line holding the header's fields (a line with one more or
+    one fewer, an empty file, a file cut mid-line: named, with the line)."""
+    if not data.strip():
+        raise _not_a_result_file(path, "the file is empty")
+    if not data.endswith(b"\n"):
+        raise _not_a_result_file(path, "its last line has no line end (a file cut short?)")
+    try:
+        lines = list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise _not_a_result_file(path, f"not a CSV text file ({exc})") from None
+    width = len(lines[0])
+    for number, fields in enumerate(lines[1:], start=2):
+        if len(fields) != width:
+            raise _not_a_result_file(
+                path, f"line {number} has {len(fields)} fields where the header has {width}"
+            )
+    return pd.DataFrame(lines[1:], columns=lines[0])
+
+
+def _numbers(path: Path, frame: pd.DataFrame, column: str, required: bool) -> pd.Series:
+    """A column as numbers; an empty field is a missing value only where CalArena leaves
+    some (a metric), and a field that is no number is named."""
+    text = frame[column].str.strip()
+    values = pd.to_numeric(text, errors="coerce")
+    wrong = values.isna() & ((text != "") | required)
+    if wrong.any():
+        line = int(np.flatnonzero(wrong.to_numpy())[0]) + 2
+        raise _not_a_result_file(
+            path, f"line {line}: {column} = {frame[column].iloc[line - 2]!r} is not a number"
+        )
+    return values.astype(float)
+
+
 def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """One CalArena result file, read once: its long rows (dataset, classifier, metric,
-    value, fit_seconds), its tasks' properties (sizes, classes) and its SHA-256; a file
-    without its method's columns is named."""
+    """One CalArena result file, read once and checked whole: its long rows (dataset,
+    classifier, metric, value, fit_seconds), its tasks' properties (sizes, classes) and its
+    SHA-256. A file without its method's columns, with a damaged line, a field that is no
+    number or a task listed twice is named with the line."""
     data = path.read_bytes()
     method = path.stem
-    frame = pd.read_csv(io.BytesIO(data), dtype={"dataset": str, "model": str})
+    frame = _parsed(path, data)
     missing = [c for c in TASK_COLUMNS if c not in frame]
     time_column = f"{method}_time"
     metrics = {m: name for m, name in METRICS.items() if f"{method}_{m}" in frame}
@@ -87,20 +128,31 @@ def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             f"{', '.join(TASK_COLUMNS)}, {method}_brier (and the other metrics) and "
             f"{time_column}; it has {', '.join(frame.columns[:8])}."
         )
+    twice = frame.duplicated(["dataset", "model"], keep=False)
+    if twice.any():
+        first = frame[twice].iloc[0]
+        lines = ", ".join(str(i + 2) for i in np.flatnonzero(twice.to_numpy())[:4])
+        raise _not_a_result_file(
+            path,
+            f"task {first['dataset']} / {first['model']} is listed more than once (lines {lines})",
+        )
+    fit_seconds = _numbers(path, frame, time_column, required=True)
     parts = [
         pd.DataFrame(
             {
-                "dataset": frame["dataset"].astype(str),
-                "classifier": frame["model"].astype(str),
+                "dataset": frame["dataset"],
+                "classifier": frame["model"],
                 "metric": name,
-                "value": frame[f"{method}_{suffix}"].astype(float),
-                "fit_seconds": frame[time_column].astype(float),
+                "value": _numbers(path, frame, f"{method}_{suffix}", required=False),
+                "fit_seconds": fit_seconds,
             }
         )
         for suffix, name in metrics.items()
     ]
     rows = pd.concat(parts, ignore_index=True)
-    properties = frame[[c for c in (*TASK_COLUMNS, "n_classes") if c in frame]]
+    properties = frame[[c for c in (*TASK_COLUMNS, "n_classes") if c in frame]].copy()
+    for column in properties.columns[2:]:
+        properties[column] = _numbers(path, frame, column, required=True).astype(int)
     # A value CalArena left empty (CDF-Spline's log-loss where a probability reached 0) is
     # no number: that task is left out of the method's rankings on that metric.
     return (
@@ -110,10 +162,7 @@ def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     )
 
 
-def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tuple[int, int]]:
-    """Store every CalArena result file under ``source_dir`` (or of ``collections`` only)
-    in ``results_dir``'s store; returns experiment -> (tasks, methods)."""
-    folder = _results_folder(source_dir)
+def _collections(folder: Path, collections) -> list[Path]:
     found = sorted(p for p in folder.iterdir() if p.is_dir())
     if collections:
         unknown = sorted(set(collections) - {p.name for p in found})
@@ -123,50 +172,90 @@ def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tupl
                 f"{', '.join(p.name for p in found)}."
             )
         found = [p for p in found if p.name in collections]
-    store = ResultStore(results_dir)
-    summary = {}
     for collection in found:
-        experiment = experiment_name(collection.name)
-        tasks, methods, properties = set(), 0, []
-        for path in sorted(collection.glob("*.csv")):
-            rows, task_sizes, sha256 = read_result_file(path)
-            method = method_name(path.stem)
-            cell_hash = hashlib.sha256(
-                f"calarena-published\0{collection.name}\0{path.stem}\0{sha256}".encode()
-            ).hexdigest()[:16]
-            config = {
-                "experiment": experiment,
-                "method": {"name": method},
-                "published": {
-                    "source": "CalArena published results (probkit/CalArena results/)",
-                    "collection": collection.name,
-                    "method": path.stem,
-                    "file": f"{collection.name}/{path.name}",
-                    "sha256": sha256,
-                },
-            }
-            store.write(
-                cell_hash,
-                rows.assign(
-                    experiment=experiment,
-                    method=method,
-                    criterion="none",
-                    loss="none",
-                    shift="none",
-                    protocol="published",
-                    fold=0,
-                    params="{}",
-                    seed=0,
-                    calbench_version="published",
-                ),
-                config_text=dump_yaml(config),
+        check_name(collection.name, "CalArena collection folder", "rename the folder")
+        if not any(collection.glob("*.csv")):
+            raise CalbenchError(
+                f"CalArena collection {collection} holds no result files (<Method>.csv); "
+                "nothing was imported."
             )
+    return found
+
+
+def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tuple[int, int]]:
+    """Store every CalArena result file under ``source_dir`` (or of ``collections`` only)
+    in ``results_dir``'s store; returns experiment -> (tasks, methods). Every file is read
+    and checked before anything is stored: a damaged one stores nothing."""
+    folder = _results_folder(source_dir)
+    read = {
+        collection: [(path, read_result_file(path)) for path in sorted(collection.glob("*.csv"))]
+        for collection in _collections(folder, collections)
+    }
+    for files in read.values():
+        for path, _ in files:
+            check_name(method_name(path.stem), "CalArena method (file stem)", "rename the file")
+    store = ResultStore(results_dir)
+    by_source = _cells_by_source(store)
+    summary = {}
+    for collection, files in read.items():
+        experiment = experiment_name(collection.name)
+        tasks, properties = set(), []
+        for path, (rows, task_sizes, sha256) in files:
+            cell_hash = _store_file(store, experiment, collection.name, path, rows, sha256)
+            for old in by_source.get(f"{collection.name}/{path.name}", set()) - {cell_hash}:
+                store.remove(old)  # the file's earlier content: replaced, never averaged
             tasks |= set(zip(rows["dataset"], rows["classifier"], strict=True))
             properties.append(task_sizes)
-            methods += 1
         _write_task_properties(results_dir, experiment, properties)
-        summary[experiment] = (len(tasks), methods)
+        summary[experiment] = (len(tasks), len(files))
     return summary
+
+
+def _cells_by_source(store: ResultStore) -> dict[str, set[str]]:
+    """The stored cells of each imported file (``collection/Method.csv``)."""
+    cells: dict[str, set[str]] = {}
+    for cell_hash, config in store.configs().items():
+        source = (config.get("published") or {}).get("file")
+        if source:
+            cells.setdefault(source, set()).add(cell_hash)
+    return cells
+
+
+def _store_file(store, experiment: str, collection: str, path: Path, rows, sha256: str) -> str:
+    """One file as one cell; returns its hash."""
+    method = method_name(path.stem)
+    cell_hash = hashlib.sha256(
+        f"calarena-published\0{collection}\0{path.stem}\0{sha256}".encode()
+    ).hexdigest()[:16]
+    source = f"{collection}/{path.name}"
+    config = {
+        "experiment": experiment,
+        "method": {"name": method},
+        "published": {
+            "source": "CalArena published results (probkit/CalArena results/)",
+            "collection": collection,
+            "method": path.stem,
+            "file": source,
+            "sha256": sha256,
+        },
+    }
+    store.write(
+        cell_hash,
+        rows.assign(
+            experiment=experiment,
+            method=method,
+            criterion="none",
+            loss="none",
+            shift="none",
+            protocol="published",
+            fold=0,
+            params="{}",
+            seed=0,
+            calbench_version="published",
+        ),
+        config_text=dump_yaml(config),
+    )
+    return cell_hash
 
 
 def _write_task_properties(results_dir, experiment: str, parts: list[pd.DataFrame]) -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from tabulate import tabulate
 
 from calbench.atomic import atomic_write_text
+from calbench.markup import markdown_table, md_link
 from calbench.reproduce.comparison import STATUSES
 from calbench.reproduce.published import not_reproducible
 from calbench.reproduce.rendering import counts
@@ -57,7 +57,7 @@ def overview(results_dir="results") -> pd.DataFrame:
 def write_index(results_dir="results") -> tuple[Path, str]:
     """Write ``index.md``; returns its path and the overview as a Markdown table."""
     table = overview(results_dir)
-    rendered = tabulate(table, headers="keys", tablefmt="github", showindex=False)
+    rendered = markdown_table(table, index=False, tablefmt="github")
     totals = table[["published", *STATUSES]].sum() if len(table) else None
     out = [
         "# Reproduction: published numbers against calbench",
@@ -66,7 +66,7 @@ def write_index(results_dir="results") -> tuple[Path, str]:
         "the spread of the paper's own procedure where one is run, the cause, and the "
         "stored cells it came from:",
         "",
-        *[f"- [{p}]({p}.md)" for p in dict.fromkeys(table["preset"])],
+        *[f"- {md_link(p, f'{p}.md')}" for p in dict.fromkeys(table["preset"])],
         "",
         rendered,
         "",

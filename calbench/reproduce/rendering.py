@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from calbench.markup import markdown_table
 from calbench.reproduce.comparison import DIFFERS, STATUSES
 from calbench.reproduce.published import not_reproducible
 
@@ -69,8 +70,6 @@ def summary(report: pd.DataFrame) -> list[str]:
 
 
 def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
-    from tabulate import tabulate
-
     papers = sorted(report["paper"].unique())
     skipped = not_reproducible()
     skipped = skipped[skipped["paper"].isin(papers)]
@@ -99,9 +98,7 @@ def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
     causes = [n for n in dict.fromkeys(shown["note"]) if n]
     shown["note"] = shown["note"].map(lambda n: f"[{causes.index(n) + 1}]" if n else "")
     if len(shown):
-        table = tabulate(
-            shown, headers="keys", tablefmt="github", showindex=False, disable_numparse=True
-        )
+        table = markdown_table(shown, index=False, tablefmt="github", disable_numparse=True)
         out += [table, ""]
         out += [f"[{i}] {cause}" + "  " for i, cause in enumerate(causes, start=1)]
         out.append("")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 import numbers
-import re
 
 from calbench.conf_files import group_files, root_config
+from calbench.data.identity import FILE_OPTIONS, default_name
 from calbench.errors import CalbenchError, nearest
 from calbench.runner.spec import CELL_KEYS, CellSpec
+from calbench.validation import check_name
 
 
 @functools.cache
@@ -64,20 +65,17 @@ def check_run_config(spec: CellSpec) -> None:
         config = getattr(spec, group)
         if "seed" in config:
             _check_seed(f"{group}.seed", config["seed"])
-    check_dataset_name(spec.dataset.get("name"))
+    check_dataset_name(spec.dataset)
+    check_method_name(spec.method)
     check_experiment_name(spec.run.get("experiment_name"))
 
 
 def check_experiment_name(name) -> None:
-    """``experiment_name``: a name a file and a table can carry (letters, digits, ``_``,
-    ``-``, ``.``), not a preset's (whose cells it would mix with)."""
+    """``experiment_name``: a name a file and a table can carry (`check_name`), not a
+    preset's (whose cells it would mix with)."""
     if name is None:
         return
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(name)):
-        raise CalbenchError(
-            f"experiment_name={name!r}: use letters, digits, '_', '-' and '.', starting with "
-            "a letter or digit (it names files and tables)."
-        )
+    check_name(name, "experiment_name", "give your runs a name like experiment_name=my_runs")
     if str(name) in presets():
         raise CalbenchError(
             f"experiment_name={name} is a preset's name; run the preset as experiment={name}, "
@@ -85,18 +83,25 @@ def check_experiment_name(name) -> None:
         )
 
 
-def check_dataset_name(name) -> None:
-    """A data set's name labels rows and names table and figure files: one path part."""
-    if name is None:
-        return
-    text = str(name)
-    if not text.strip() or text in (".", "..") or any(c in text for c in '/\\:*?"<>|'):
-        raise CalbenchError(
-            f"dataset.name={text!r} cannot name files of tables and figures: use letters, "
-            "digits, '-', '_' and '.', without '/' or '..' (e.g. dataset.name=my_resnet)."
+def check_dataset_name(dataset: dict) -> None:
+    """A data set's name labels rows and names table and figure files: ``dataset.name``,
+    or the stem of the user's file it defaults to."""
+    if dataset.get("name") is not None:
+        check_name(dataset["name"], "dataset.name", "e.g. dataset.name=my_resnet")
+    elif dataset.get("loader") in FILE_OPTIONS and all(
+        dataset.get(k) not in (None, "", "???") for k in FILE_OPTIONS[dataset["loader"]]
+    ):
+        check_name(
+            default_name(dataset),
+            "the data set name taken from the file's stem",
+            "name it with dataset.name=my_model",
         )
-    if any(ord(c) < 32 for c in text):
-        raise CalbenchError(f"dataset.name={text!r} holds control characters.")
+
+
+def check_method_name(method: dict) -> None:
+    """A method's name labels rows and columns and names figure files."""
+    if method.get("name") is not None:
+        check_name(method["name"], "method.name", "e.g. method.name=my_method")
 
 
 def _check_seed(key: str, seed) -> None:

@@ -168,6 +168,23 @@ class ResultStore:
             with open(index, "a") as f:  # one short append: atomic on a local disk
                 f.write("\t".join(entry) + "\n")
 
+    def remove(self, cell_hash: str) -> None:
+        """Remove a cell that another replaces (an imported file's earlier content): its
+        rows first, so no reader sees the cell without them."""
+        for suffix in (".csv", ".yaml", ".npz"):
+            (self.root / f"{cell_hash}{suffix}").unlink(missing_ok=True)
+
+    def configs(self) -> dict[str, dict]:
+        """Every stored cell's config, by hash (a config that does not parse is left out:
+        `calbench store verify` names it)."""
+        configs = {}
+        for path in sorted(self.root.glob("*.yaml")):
+            try:
+                configs[path.stem] = load_yaml(path.read_text()) or {}
+            except Exception:  # any parser's complaint: verify's to report
+                continue
+        return configs
+
     def _yaml(self, cell_hash: str) -> Path:
         return self.root / f"{cell_hash}.yaml"
 

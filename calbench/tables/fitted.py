@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from calbench.atomic import atomic_write_text
+from calbench.markup import markdown_table, md_text
 from calbench.runner.store import ResultStore, experiment_rows
 
 #: The entries of a learned vector or matrix a table prints before "...".
@@ -61,9 +62,10 @@ def write_fitted(results_dir, experiment: str) -> Path:
     rows = experiment_rows(ResultStore(results_dir), experiment)
     table = fitted_table(rows)
     text = (
-        f"**What was fitted in {experiment}: each cell's chosen grid point and, where small, "
-        "its learned parameters (first fold; vectors by their first entries and length).**"
-        "\n\n" + table.to_markdown(index=False) + "\n"
+        f"**What was fitted in {md_text(experiment)}: each cell's chosen grid point and, "
+        "where small, its learned parameters (first fold; vectors by their first entries and "
+        "length).**"
+        "\n\n" + markdown_table(table, index=False) + "\n"
     )
     path = Path(results_dir) / "tables" / f"{experiment}_fitted.md"
     atomic_write_text(path, text)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from calbench.errors import CalbenchError
+from calbench.markup import markdown_table, md_text
 from calbench.metrics import higher_is_better
 from calbench.runner.store import ResultStore, experiment_rows
 from calbench.stats import arena
@@ -418,7 +419,7 @@ def to_markdown(board: Leaderboard) -> str:
     frame = display_frame(board)
     frame.insert(0, "method", frame.index)
     frame.insert(0, "", range(1, len(frame) + 1))
-    lines = [f"**{caption(board)}**", "", frame.to_markdown(index=False), ""]
+    lines = [f"**{md_text(caption(board))}**", "", markdown_table(frame, index=False), ""]
     per_task = board.per_task.copy()
     if "ts_distinguishable" in per_task:
         per_task["ts_distinguishable"] = per_task["ts_distinguishable"].map(
@@ -428,7 +429,7 @@ def to_markdown(board: Leaderboard) -> str:
     lines += [
         "Per task: the best method, TS's value and whether the paired test tells TS from it.",
         "",
-        per_task.to_markdown(floatfmt=".4f"),
+        markdown_table(per_task, floatfmt=".4f"),
     ]
     return "\n".join(lines) + "\n"
 
@@ -458,7 +459,7 @@ def improvement_lines(board: Leaderboard) -> list[str]:
         f"method){' (method - uncal for a score)' if board.higher_is_better else ''}; "
         "CalArena's margin 1.96 sd / sqrt(data sets), and the bootstrap over data sets.",
         "",
-        frame.to_markdown(),
+        markdown_table(frame),
         "",
     ]
 

@@ -10,6 +10,7 @@ import math
 
 import pandas as pd
 
+from calbench.markup import md_text
 from calbench.metrics.scoring import REFUTED_MARK
 from calbench.tables.layouts import RankedTable
 
@@ -64,15 +65,20 @@ def _group_label(groups, group, previous):
 
 def to_markdown(table: RankedTable) -> str:
     grouped = any(g for g, _ in table.row_labels)
-    head = ([""] if grouped else []) + [""] + table.columns
-    lines = [f"**{table.caption}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    head = ([""] if grouped else []) + [""] + [md_text(c) for c in table.columns]
+    lines = [
+        f"**{md_text(table.caption)}**",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     body = _cells(
         table, str, lambda t: f"**{t}**", lambda r: f"<sub>{r}</sub>", lambda t: f"<u>{t}</u>"
     )
     previous = None
     for idx, (group, label, cells) in enumerate(body):
-        lead = [_group_label(grouped, group, previous)] if grouped else []
-        lines.append("| " + " | ".join(lead + [label] + cells) + " |")
+        lead = [md_text(_group_label(grouped, group, previous))] if grouped else []
+        lines.append("| " + " | ".join(lead + [md_text(label)] + cells) + " |")
         previous = group
         last_of_group = idx + 1 == len(body) or body[idx + 1][0] != group
         if last_of_group:
@@ -83,7 +89,7 @@ def to_markdown(table: RankedTable) -> str:
                     "| " + " | ".join(lead + ["average rank"] + _average_cells(averages)) + " |"
                 )
     if table.missing:
-        lines += ["", "Not yet in the store: " + ", ".join(table.missing) + "."]
+        lines += ["", "Not yet in the store: " + ", ".join(map(md_text, table.missing)) + "."]
     return "\n".join(lines) + "\n"
 
 

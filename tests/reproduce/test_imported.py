@@ -1,12 +1,15 @@
 """A benchmark's published results as a store: CalArena's files read into experiments whose
 leaderboard gives CalArena's own win rates, and its improvement table."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from calbench.errors import CalbenchError
 from calbench.reproduce.imported import experiment_name, import_calarena, method_name
+from calbench.runner.store import ResultStore
 from calbench.stats.arena import improvement_over_uncalibrated
 from calbench.tables.leaderboard import leaderboard
 
@@ -94,6 +97,67 @@ def test_importing_again_changes_nothing_and_an_edited_file_replaces_its_cell(tm
     import_calarena(source, tmp_path / "results")
     board = leaderboard(tmp_path / "results", "calarena_published_tabrepo_multiclass", "brier")
     assert board.table.loc["sms", "win_rate"] == pytest.approx(0.0)
+    # The file's numbers, not a mean of its old and new ones: one SMS cell is left.
+    stored = ResultStore(tmp_path / "results").read()
+    sms = stored[(stored["method"] == "sms") & (stored["metric"] == "brier")]
+    assert sms["config_hash"].nunique() == 1 and (sms["value"] == 0.9).all()
+    assert len(list((tmp_path / "results" / "store").glob("*.csv"))) == len(before)
+
+
+def _store_files(results) -> dict:
+    return {p.name: p.read_bytes() for p in sorted((results / "store").glob("*"))}
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda t: t.replace("\n", ",1\n", 2).replace(",1\n", "\n", 1), "line 2 has 11 fields"),
+        (lambda t: "", "the file is empty"),
+        (lambda t: t.replace("0.25,", "abc,", 1), "line 2: TS_brier = 'abc' is not a number"),
+        (lambda t: t[: t.rindex(",") + 3], "its last line has no line end"),
+        (lambda t: t.rsplit(",", 3)[0] + "\n", "line 6 has 7 fields where the header has 10"),
+        (lambda t: t + t.splitlines()[2] + "\n", "task iris / LightGBM is listed more than once"),
+        (lambda t: t.replace(",0.5\n", ",\n", 1), "line 2: TS_time = '' is not a number"),
+    ],
+    ids=[
+        "extra_field",
+        "empty",
+        "not_a_number",
+        "cut_mid_line",
+        "cut_row",
+        "task_twice",
+        "no_time",
+    ],
+)
+def test_a_damaged_file_stores_nothing_and_is_named_with_its_line(tmp_path, damage, message):
+    """Every file of the folder is checked before anything is stored: the store is left
+    as it was (here: holding an earlier import), byte for byte."""
+    source = write_calarena(tmp_path / "source")
+    import_calarena(source, tmp_path / "results")
+    before = _store_files(tmp_path / "results")
+    ts = source / "results" / "tabrepo-multiclass" / "TS.csv"
+    sms = source / "results" / "tabrepo-multiclass" / "SMS.csv"
+    sms.write_text(sms.read_text().replace("0.24", "0.2"))  # a change that would land
+    ts.write_text(damage(ts.read_text()))
+    with pytest.raises(CalbenchError, match=re.escape(message)) as error:
+        import_calarena(source, tmp_path / "results")
+    assert str(ts) in str(error.value) and "nothing was imported" in str(error.value)
+    assert _store_files(tmp_path / "results") == before
+
+
+def test_a_collection_without_files_or_with_a_bad_name_is_refused(tmp_path):
+    source = write_calarena(tmp_path / "source")
+    (source / "results" / "empty-collection").mkdir()
+    with pytest.raises(CalbenchError, match="empty-collection holds no result files"):
+        import_calarena(source, tmp_path / "results")
+    assert not (tmp_path / "results" / "store").exists()
+    (source / "results" / "empty-collection").rmdir()
+    write_calarena(source, collection="bad name (copy)")
+    with pytest.raises(
+        CalbenchError, match=re.escape("CalArena collection folder 'bad name (copy)'")
+    ):
+        import_calarena(source, tmp_path / "results")
+    assert not (tmp_path / "results" / "store").exists()
 
 
 def test_a_folder_without_calarena_results_is_named(tmp_path):

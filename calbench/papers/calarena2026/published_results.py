@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from calbench.markup import markdown_table, md_text
+
 #: CalArena's result folders -> the calbench preset that reruns them.
 BENCHMARKS = {
     "cv-multiclass": "calarena_cv",
@@ -160,8 +162,6 @@ def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_floa
     (with its interval where the report has one) and status, the variant calbench follows
     otherwise (a paper's, or its own) with its number on the same data, and the two fit
     times (CalArena's from its machine, calbench's from this one: not a speed-up)."""
-    from tabulate import tabulate
-
     from calbench.runner.store import ResultStore
 
     ran = report[(report["metric"] == metric) & (report["status"] != "not run")]
@@ -205,7 +205,13 @@ def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_floa
             "CalArena s",
             "calbench s",
         ]
-        lines += [f"### {dataset}: {metric}", "", tabulate(table, headers, tablefmt="github"), ""]
+        shown = pd.DataFrame(table, columns=pd.Index(headers))
+        lines += [
+            f"### {md_text(dataset)}: {md_text(metric)}",
+            "",
+            markdown_table(shown, index=False, tablefmt="github"),
+            "",
+        ]
     return "\n".join(
         [
             "## Method by method",
