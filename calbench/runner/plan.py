@@ -29,6 +29,7 @@ from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.metrics import empirical_risk, log_loss, metric_spec
 from calbench.runner.checks import check_run_config
+from calbench.runner.code import code_identity
 from calbench.runner.decision_task import DecisionTask, decision_task
 from calbench.runner.protocols import Fold, Protocol
 from calbench.runner.spec import CellSpec
@@ -260,6 +261,9 @@ def plan_cell(cfg: DictConfig | dict | CellSpec) -> CellPlan:
     cell = spec.groups()
     if not keys:
         cell["criterion"] = {"name": "none"}
+    code = code_identity(template)  # the user's own code: edited, it is another cell
+    if code is not None:
+        cell["code"] = code
     data = data_identity(spec.dataset)
     return CellPlan(
         spec=spec,

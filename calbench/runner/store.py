@@ -379,8 +379,8 @@ def _setting(config_file: Path, fallback: str) -> tuple[str, str]:
         problem = f"its config does not parse ({type(exc).__name__})"
         raise DamagedCells({config_file: problem}) from None
     # Metrics added later by `calbench rescore` do not make a cell a different setting, nor
-    # does the content of the files read: new content supersedes the old.
-    ignored = ("method", "criterion", "rescored", "data")
+    # does the content of the files read or of the user's code: new content supersedes the old.
+    ignored = ("method", "criterion", "rescored", "data", "code")
     files = (config.get("data") or {}).get("files") or []
     content = "+".join(str(f.get("sha256")) for f in files)
     return config_hash({k: v for k, v in config.items() if k not in ignored}), content
