@@ -6,6 +6,7 @@ that message alone and exits non-zero, never a traceback from deep inside.
 """
 
 import difflib
+import errno
 import numbers
 
 
@@ -43,3 +44,18 @@ def unknown_name(kind: str, name, known, hint: str = "") -> CalbenchError:
     known ones (and ``hint``, e.g. where to find more)."""
     listed = ", ".join(str(k) for k in sorted(known))
     return CalbenchError(f"Unknown {kind} {name!r}{nearest(name, known)}; known: {listed}.{hint}")
+
+
+def file_fault(exc: OSError) -> CalbenchError:
+    """A failed read or write of a file (a full disk, a file where a folder should be, no
+    permission) as one line naming the file: a fault of the folder, not of a method."""
+    problem = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
+    where = exc.filename or "a file"
+    hint = {
+        errno.ENOSPC: "free space and run again (what was stored is whole)",
+        errno.ENOTDIR: "a file stands where a folder belongs: move it away",
+        errno.EEXIST: "a file stands where a folder belongs: move it away",
+        errno.EACCES: "choose a writable folder (results_dir=DIR)",
+        errno.EROFS: "choose a writable folder (results_dir=DIR)",
+    }.get(exc.errno, "check the folder")
+    return CalbenchError(f"{where}: {problem}; {hint}.")

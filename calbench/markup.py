@@ -16,11 +16,12 @@ import unicodedata
 
 import pandas as pd
 
-# Markdown's punctuation that opens markup anywhere in a line (emphasis, code, links,
-# images, table cells, strike-through, escapes). '_' only where it could open emphasis (not
-# after a letter or digit, in Markdown and GFM alike): a closing one without an opener is
-# text, so ``dir_odir`` and ``temperature_`` stay as they are.
-_MARKDOWN = re.compile(r"[\\`*\[\]|~!]|(?<![^\W_])_")
+# Markdown's punctuation that opens markup anywhere in a line: emphasis, code, a link or an
+# image (none without its '['), a table cell, strike-through, an escape. A closer alone is
+# text, so ']' stays as it is, and '_' is escaped only where it could open emphasis (not
+# after a letter or digit, in Markdown and GFM alike): ``dir_odir`` and ``temperature_``
+# stay as they are.
+_MARKDOWN = re.compile(r"[\\`*\[|~]|(?<![^\W_])_")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 

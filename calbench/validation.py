@@ -16,8 +16,10 @@ from calbench.errors import CalbenchError
 #: A name that labels rows and names files, tables and a page's anchors: an experiment's,
 #: a method's, a data set's (a file's stem by default), a CalArena collection's or method's.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-#: Three names make one file name (experiment, data set, method), within a file system's 255.
-MAX_NAME_LENGTH = 64
+#: CalArena's longest task name makes an 89-character data set name; figure files named by
+#: several names are shortened where they would pass a file system's 255 bytes
+#: (`calbench.plots.output.file_stem`).
+MAX_NAME_LENGTH = 100
 
 
 def check_name(name, what: str, fix: str = "") -> str:
@@ -93,17 +95,29 @@ def _checked_scores(scores, field_name: str, where: str) -> np.ndarray:
             f"{where}: {field_name} has shape {arr.shape}; it needs at least one sample "
             "and two classes."
         )
-    # A NaN or infinity makes the sum non-finite, so a finite sum clears the matrix at half
-    # the cost of the elementwise test (inner CV checks every fold at every grid point);
-    # a sum that overflowed from finite entries takes the full test.
-    if np.isfinite(arr.sum()):
-        return arr
+    # A NaN or infinity makes the extremes' difference non-finite, and so does a span no
+    # float64 holds, so a finite difference clears the matrix in two reductions instead of
+    # the elementwise test (inner CV checks every fold at every grid point).
+    with np.errstate(over="ignore", invalid="ignore"):  # tested, and named below
+        if np.isfinite(arr.max() - arr.min()):
+            return arr
+        spans = arr.max(axis=1) - arr.min(axis=1)
     bad = ~np.isfinite(arr)
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise CalbenchError(
             f"{where}: {field_name} has {int(bad.sum())} NaN or infinite values "
             f"(first at row {row}, column {col}); remove those samples or fix the export."
+        )
+    # A softmax subtracts a row's largest score from the others: beyond float64's range
+    # (1.8e308) that difference is infinite and the row's probabilities NaN.
+    wide = ~np.isfinite(spans)
+    if wide.any():
+        row = int(np.argmax(wide))
+        raise CalbenchError(
+            f"{where}: {field_name} row {row} spans {arr[row].min():.3g} to "
+            f"{arr[row].max():.3g}, a difference no float64 softmax holds ({int(wide.sum())} "
+            "such rows); rescale the scores or fix the export."
         )
     return arr
 

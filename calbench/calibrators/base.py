@@ -8,8 +8,11 @@ one place and is never guessed.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from calbench.calibrators.constraints import CONSTRAINTS
@@ -37,7 +40,9 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     _certainty = "never"
 
     #: Learned attributes `learned` leaves out: what the data alone says.
-    _NOT_LEARNED = frozenset({"n_classes_", "classes_", "n_calibration_", "n_features_in_"})
+    _NOT_LEARNED = frozenset(
+        {"n_classes_", "classes_", "n_calibration_", "n_features_in_", "unconverged_"}
+    )
     #: The most numbers an attribute may hold for `learned` to keep it (a per-class vector
     #: up to 64 classes; a full matrix up to 7).
     LEARNED_MAX_NUMBERS = 64
@@ -133,8 +138,30 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         self.n_classes_ = logits.shape[1]
         self.classes_ = np.arange(self.n_classes_)
         self.n_calibration_ = len(y)
+        self.unconverged_ = []
         self._fit(logits, y)
+        self._check_finite_state()
         return self
+
+    def unconverged(self, message: str, stacklevel: int = 3) -> None:
+        """Say that the fit stopped short of its optimum (steps run out, a line search
+        that found nothing): a `ConvergenceWarning` now, and a line of ``unconverged_``,
+        which the runner stores as the fold's ``fit_unconverged`` and every table marks.
+        A calibrator of your own calls it where its optimiser reports failure."""
+        warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
+        self.unconverged_ = [*getattr(self, "unconverged_", []), message]
+
+    def _check_finite_state(self) -> None:
+        """A fit whose objective (``loss_``, where the calibrator keeps it) is NaN or
+        infinite failed: refused here, never passed on as a map. (Other learned arrays may
+        hold infinities on purpose: a tree's open thresholds.)"""
+        loss = getattr(self, "loss_", None)
+        if isinstance(loss, float | np.floating) and not np.isfinite(loss):
+            raise CalbenchError(
+                f"{type(self).__name__}.fit failed: its objective is {loss} (scores too "
+                "large for its arithmetic?); nothing of it is used. Rescale the scores or "
+                "choose another method."
+            )
 
     def predict_proba(self, logits) -> np.ndarray:
         """Calibrated probabilities, ndarray of shape (n_samples, n_classes)."""
@@ -160,3 +187,24 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     def _bounded(self, probs: np.ndarray) -> np.ndarray:
         """The bound on the predictions (`calbench.calibrators.bounds.PseudoCountBound`)."""
         return probs
+
+
+def calibrators_within(model) -> list:
+    """``model`` and every calibrator among its parameters and its fitted parts, depth
+    first (a composition's steps and their fits ``first_``, an average's members)."""
+    out, queue = [], [model]
+    while queue:
+        item = queue.pop()
+        if isinstance(item, Calibrator):
+            out.append(item)
+            queue.extend(item.get_params(deep=False).values())
+            queue.extend(v for n, v in vars(item).items() if n.endswith("_") and n != "classes_")
+        elif isinstance(item, list | tuple):
+            queue.extend(item)
+    return out
+
+
+def unconverged(model) -> list[str]:
+    """What `Calibrator.unconverged` said during the fit of ``model`` or of any calibrator
+    within it."""
+    return [m for c in calibrators_within(model) for m in getattr(c, "unconverged_", [])]

@@ -21,11 +21,8 @@ its binary methods to multiclass tasks.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from scipy.special import expit, log_expit
-from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.binary import binary_columns, class_probabilities
@@ -130,11 +127,10 @@ class LogitScaling(Calibrator):
                 )
             theta, _, converged = fit_logistic(self._design(s), targets, self.max_iter)
             if not converged:
-                warnings.warn(
+                self.unconverged(
                     f"LogitScaling({self.features}): Newton's method did not converge in "
                     f"{self.max_iter} steps for class {c} (separable scores?).",
-                    ConvergenceWarning,
-                    stacklevel=3,
+                    stacklevel=4,
                 )
             self.coef_.append(theta)
         self.coef_ = np.array(self.coef_)

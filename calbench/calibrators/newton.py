@@ -20,6 +20,7 @@ import numpy as np
 from scipy.linalg import lu_factor, lu_solve
 
 from calbench.calibrators.threads import blas_threads, cores
+from calbench.errors import CalbenchError
 from calbench.simplex import EXP_FLOOR, LARGE_PASS, fitting_softmax, log_softmax
 
 #: Classes up to which the Newton solver is used (the Hessian has (k (k+1))^2 entries).
@@ -47,6 +48,19 @@ def _objective(a, xt, y, penalty, offset=0.0, center=0.0, row_pull=(0.0, 0.0)):
     if row_pull[0]:
         value += row_pull_terms(a, row_pull)[0]
     return value, np.exp(logp)
+
+
+def _finite(step: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The Newton step, or one error where it is NaN or infinite: the Hessian overflowed,
+    and a line search along it would stop at the start and pass that off as the optimum."""
+    if not np.isfinite(step).all():
+        raise CalbenchError(
+            "Newton's method failed: its step is not finite (the Hessian overflowed on "
+            f"features as large as {np.abs(x).max():.3g}); nothing of the fit is used. "
+            "Rescale the scores, or fit temperature scaling (ts), whose one parameter "
+            "absorbs their scale."
+        )
+    return step
 
 
 def _armijo(evaluate, value, slope):
@@ -127,7 +141,7 @@ def newton_multinomial(
         hessian[np.diag_indices(size)] += ridge
         step = np.zeros(size)
         step[moving] = np.linalg.solve(hessian[np.ix_(moving, moving)], grad.ravel()[moving])
-        step = step.reshape(k, d + 1)
+        step = _finite(step, x).reshape(k, d + 1)
 
         def at(scale, a=a, step=step):
             candidate = a - scale * step
@@ -319,7 +333,7 @@ def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol):
             # Singular along b -> b + c 1 (softmax ignores it; the gradient has no part there).
             hessian[np.diag_indices(2 * k)] += 1e-12 * max(1.0, np.abs(np.diag(hessian)).max())
             factor = lu_factor(hessian, check_finite=False)
-        step = lu_solve(factor, grad, check_finite=False)
+        step = _finite(lu_solve(factor, grad, check_finite=False), x)
         decrement = float(grad @ step)
         if 0.0 <= decrement < FINAL_DECREMENT * max(1.0, abs(value)):
             w, b, value = w - step[:k], b - step[k:], value - decrement / 2

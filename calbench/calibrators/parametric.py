@@ -59,12 +59,11 @@ def warn_unconverged(model, fit) -> None:
     """One warning where a preconditioned fit (`calbench.calibrators.preconditioned`) ran
     out of steps, naming how far from converged it stopped."""
     if not fit.converged:
-        warnings.warn(
+        model.unconverged(
             f"{type(model).__name__}: L-BFGS stopped before converging after "
             f"{fit.n_iter} iterations (largest gradient entry {fit.gradient_max:.1e}); "
             "raise max_iter or check the data.",
-            ConvergenceWarning,
-            stacklevel=5,
+            stacklevel=6,
         )
 
 
@@ -216,18 +215,19 @@ class ParametricCalibrator(Calibrator):
         # found at float64 precision, i.e. at the optimum; only running out of iterations
         # leaves a map that is not the minimiser.
         if result.status == 1:
-            hint = (
-                "raise max_iter or check the data"
-                if getattr(criterion, "smooth", True)
-                else "the criterion is piecewise, so its flat minima may never pass the "
-                "convergence test; the map is the best found"
-            )
-            warnings.warn(
+            message = (
                 f"{type(self).__name__}: L-BFGS stopped before converging after "
-                f"{result.nit} iterations ({result.message}); {hint}.",
-                ConvergenceWarning,
-                stacklevel=3,
+                f"{result.nit} iterations ({result.message}); "
             )
+            if getattr(criterion, "smooth", True):
+                self.unconverged(message + "raise max_iter or check the data.", stacklevel=4)
+            else:  # the best point of flat minima: not a failure, so not marked
+                warnings.warn(
+                    message + "the criterion is piecewise, so its flat minima may never "
+                    "pass the convergence test; the map is the best found.",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
         for name, value in unpack(result.x).items():
             setattr(self, name, value.copy())
         self.n_iter_ = int(result.nit)

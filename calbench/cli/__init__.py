@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, file_fault
 
 USAGE = """usage: calbench COMMAND [ARGS]
 
@@ -79,6 +79,8 @@ def _single_cell(run) -> dict:
         return run()
     except CalbenchError as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(str(file_fault(exc)))
     except Exception as exc:
         if os.environ.get("CALBENCH_TRACEBACK"):
             raise
@@ -214,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
             fail(f"unknown command {command!r}.\n{USAGE}")
     except CalbenchError as exc:
         fail(str(exc))
+    except OSError as exc:  # a full disk, a file where a folder belongs: the folder's fault
+        fail(str(file_fault(exc)))
 
 
 if __name__ == "__main__":

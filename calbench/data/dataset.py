@@ -60,6 +60,10 @@ def binary_classes(positive, k: int, where: str) -> tuple[list[int], list[int]]:
     return chosen, [c for c in range(k) if c not in chosen]
 
 
+#: The fewest test rows a data set may have (CalArena's smallest tasks have 10).
+MIN_TEST_ROWS = 10
+
+
 @dataclass(eq=False)
 class Dataset:
     """Scores and labels of one classifier on a calibration and a test split.
@@ -114,6 +118,12 @@ class Dataset:
                 f"{where}: {len(self.class_names)} class names given for {k} classes."
             )
         _check_calibration_labels(self.y_cal, k, where)
+        if len(self.y_test) < MIN_TEST_ROWS:
+            raise CalbenchError(
+                f"{where}: {len(self.y_test)} test row(s); a test set of fewer than "
+                f"{MIN_TEST_ROWS} ranks methods by chance (one row gives every method an "
+                "accuracy of 1 or 0). Give more test rows (or a larger test share of the split)."
+            )
 
     @classmethod
     def from_probabilities(cls, name, probs_cal, y_cal, probs_test, y_test, **kwargs) -> Dataset:

@@ -70,12 +70,26 @@ def tasks(path, *, min_classes=None, max_classes=None, max_rows=None, datasets=N
     """The file's tasks (groups holding the four arrays), sorted, filtered by class count,
     calibration plus test rows, and data set name; only the arrays' shapes are read."""
     out = []
+    h5py = _h5py()
     with _open(path) as f:
 
         def visit(name, node):
-            if hasattr(node, "keys") and all(a in node for a in ARRAYS):
-                cal, test = node["probas_cal"], node["probas_test"]
-                out.append(Task(name, _classes(cal), cal.shape[0], test.shape[0]))
+            held = [a for a in ARRAYS if hasattr(node, "keys") and a in node]
+            if not held:
+                return
+            where = f"{str(path)!r}, task {name!r}"
+            if len(held) < len(ARRAYS):  # a task cut short is named, never left out
+                missing = [a for a in ARRAYS if a not in held]
+                raise CalbenchError(f"{where}: arrays {missing} are missing.")
+            groups = [a for a in ARRAYS if not isinstance(node[a], h5py.Dataset)]
+            if groups:
+                raise CalbenchError(
+                    f"{where}: {groups[0]} is a group, not an array; a task holds the arrays "
+                    f"{', '.join(ARRAYS)}."
+                )
+            check_task_name(path, name)
+            cal, test = node["probas_cal"], node["probas_test"]
+            out.append(Task(name, _classes(cal), cal.shape[0], test.shape[0]))
 
         f.visititems(visit)
     keep = [
@@ -87,6 +101,24 @@ def tasks(path, *, min_classes=None, max_classes=None, max_rows=None, datasets=N
         and (not datasets or t.dataset in datasets)
     ]
     return keep
+
+
+def check_task_name(path, task: str) -> None:
+    """A task's name travels in a sweep's override (``dataset.task=a/b,c/d``) and names a
+    data set (`default_name`): the characters of `calbench.validation.NAME_PATTERN` and
+    '/' between its data set and model."""
+    from calbench.validation import check_name
+
+    try:
+        for part in task.split("/"):
+            check_name(part, "part")
+        check_name(default_name(path, task), "name")
+    except CalbenchError:
+        raise CalbenchError(
+            f"{str(path)!r}, task {task!r}: a task's name (DATASET/MODEL) may hold letters, "
+            "digits, '_', '-' and '.' in each part, at most 100 characters with the file's "
+            "name: rename the group (its characters cannot travel in a sweep or name files)."
+        ) from None
 
 
 #: ``dataset.task=all`` in a sweep: every task of the file (`expand_all_tasks`).
@@ -184,6 +216,8 @@ def read_task(path, task: str) -> dict[str, np.ndarray]:
                     f"{str(path)!r}, task {task!r}: {a} is a link to another file; calbench "
                     "reads a task's arrays from its own file only (copy them in)."
                 )
+            if not isinstance(group[a], h5py.Dataset):
+                raise CalbenchError(f"{str(path)!r}, task {task!r}: {a} is a group, not an array.")
             arrays[a] = group[a][()]
             if not isinstance(arrays[a], np.ndarray) or arrays[a].dtype.kind not in "biuf":
                 kind = getattr(arrays[a], "dtype", type(arrays[a]))
@@ -232,6 +266,7 @@ def load_hdf5(path, task, name=None, split_task=False):
     as CalArena's results name it), so a sweep's blocks are data sets, not tasks."""
     from calbench.data.dataset import Dataset
 
+    check_task_name(path, task)
     arrays = read_task(path, task)
     parts = {}
     for split in ("cal", "test"):

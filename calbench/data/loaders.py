@@ -74,8 +74,17 @@ def _read_npz(p: Path, keys: dict | None) -> dict:
 
 
 def _two_parts(arrays: dict, p: Path, split) -> tuple[str, dict]:
-    """("logits" or "probs", {cal, y_cal, test, y_test}) of either schema."""
+    """("logits" or "probs", {cal, y_cal, test, y_test}) of either schema (a file holding
+    both is refused: which of its two sets to read would be a guess)."""
     keys = set(arrays)
+    one_set = [k for k in ("logits", "probs", "y") if k in keys]
+    two_sets = [k for k in ("y_cal", "y_test") if k in keys]
+    if one_set and two_sets:
+        raise CalbenchError(
+            f"{str(p)!r} holds both one set ({', '.join(one_set)}) and a calibration/test "
+            f"split ({', '.join(two_sets)}); keep one schema, so it is clear which rows are "
+            "read."
+        )
     for kind in ("logits", "probs"):
         if {f"{kind}_cal", f"{kind}_test", "y_cal", "y_test"} <= keys:
             cal, test = arrays[f"{kind}_cal"], arrays[f"{kind}_test"]

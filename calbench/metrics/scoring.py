@@ -152,6 +152,9 @@ def confidence_variance(probs, y=None) -> float:
 REFUTED_BELOW = 1e-9
 #: How tables (and a run's note) mark a cell with such rows (`calbench.tables.certainties`).
 REFUTED_MARK = "‡"
+#: The mark of a value whose cell's fit stopped before converging in some fold (row
+#: ``fit_unconverged``, `calbench.calibrators.base.Calibrator.unconverged`).
+UNCONVERGED_MARK = "§"
 
 
 def wrong_certainties(probs, y, below=REFUTED_BELOW) -> float:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 import calbench
+from calbench.calibrators.base import unconverged
 from calbench.criteria import TRAINED_PER_EPS
 from calbench.errors import CalbenchError
 from calbench.metrics.scoring import brier, wrong_certainties
@@ -70,7 +71,14 @@ def public_params(chosen: dict, model=None) -> dict:
 
 def _check_simplex(plan: CellPlan, dataset, fold, probs):
     drift = np.abs(probs.sum(axis=1) - 1).max()
-    if not np.isfinite(probs).all() or drift > 1e-6 or (probs < 0).any():
+    if not np.isfinite(probs).all():
+        raise CalbenchError(
+            f"method {plan.method!r} produced NaN or infinite probabilities on "
+            f"{dataset.name} fold {fold.index} ({int((~np.isfinite(probs)).any(axis=1).sum())} "
+            "rows); nothing was stored. Its fit failed on these scores: rescale them or "
+            "choose another method."
+        )
+    if drift > 1e-6 or (probs < 0).any():
         raise CalbenchError(
             f"method {plan.method!r} produced predictions off the probability simplex "
             f"on {dataset.name} fold {fold.index} (max row-sum error {drift:.3g}); "
@@ -94,6 +102,8 @@ class FoldFit:
     inner_classes_missing: int = 0
     #: What the fit learned, where small (`Calibrator.learned`; a list for several members).
     fitted: dict | list = field(default_factory=dict)
+    #: What the final fits said when they stopped short of their optimum (`unconverged`).
+    unconverged: list = field(default_factory=list)
 
 
 def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
@@ -105,7 +115,7 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
     # al.'s code, lest a few 708-per-sample terms decide the choice.
     on_training = plan.selection_score(task.training_loss(eps), log_loss_clip=1e-15)
     probs, uncalibrated, simplex, chosen, learned, seconds = [], [], [], [], [], 0.0
-    validation, missing = [], 0
+    validation, missing, short = [], 0, []
     for member in fold.members:
         start = time.perf_counter()
         if member.logits_val is None:
@@ -124,6 +134,7 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
                 score=brier if member.select_by == "brier" else on_training,
             )
         seconds += time.perf_counter() - start
+        short += unconverged(model)
         probs.append(model.predict_proba(member.logits_eval))
         uncalibrated.append(softmax(member.logits_eval))
         if dataset.n_classes == 3:  # what a simplex map draws, so figures never refit
@@ -141,6 +152,7 @@ def _fit_fold(plan: CellPlan, dataset, task, fold, eps=None) -> FoldFit:
         tuple(np.concatenate(part) for part in zip(*validation, strict=True)) or None,
         missing,
         learned[0] if len(learned) == 1 else learned,
+        short,
     )
     return fit
 
@@ -193,6 +205,8 @@ def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
         if len(fitted_on) < dataset.n_classes:  # a flag: only where some class is absent
             values["calibration_classes_missing"] = float(dataset.n_classes - len(fitted_on))
         values["wrong_certainties"] = wrong_certainties(fit.probs, fold.y_eval)
+        if fit.unconverged:  # a flag, as above: tables mark the cell's values
+            values["fit_unconverged"] = float(len(fit.unconverged))
         if plan.criterion_name in TRAINED_PER_EPS and task.curve:
             # One fit per point of the curve, each scored at its own eps.
             for eps in task.direct_points:

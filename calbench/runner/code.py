@@ -27,6 +27,7 @@ import sysconfig
 import types
 from pathlib import Path
 
+from calbench.calibrators.base import calibrators_within
 from calbench.data.identity import file_sha256
 from calbench.errors import CalbenchError
 
@@ -112,25 +113,10 @@ def _module_file(name: str) -> Path | None:
     return _source(types.SimpleNamespace(__file__=spec.origin))
 
 
-def _calibrators(calibrator) -> list:
-    """The calibrator and every calibrator among its parameters (a composition's steps)."""
-    from calbench.calibrators.base import Calibrator
-
-    out, queue = [], [calibrator]
-    while queue:
-        item = queue.pop()
-        if isinstance(item, Calibrator):
-            out.append(item)
-            queue.extend(item.get_params(deep=False).values())
-        elif isinstance(item, list | tuple):
-            queue.extend(item)
-    return out
-
-
 def code_identity(calibrator) -> dict | None:
     """``{"modules": [{"module": NAME, "file": FILE, "sha256": ...}, ...]}`` for the user's
     code the calibrator runs (sorted by module), None where it runs calbench's alone."""
-    classes = {type(c) for c in _calibrators(calibrator)}
+    classes = {type(c) for c in calibrators_within(calibrator)}
     start = [sys.modules.get(k.__module__) for cls in classes for k in cls.__mro__]
     modules = _reached([m for m in start if m is not None])
     if not modules:

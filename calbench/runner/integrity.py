@@ -89,3 +89,44 @@ def _shape_damage(data: bytes) -> tuple[str | None, list[list[str]]]:
         except ValueError:
             return f"line {number}'s value {row[value]!r} is not a number", rows
     return None, rows
+
+
+#: The last line of a sealed config: a YAML comment, so every reader parses the file as is.
+CONFIG_SEAL = "# config_sha256: "
+
+
+def seal_config(text: str) -> str:
+    """A cell's config (YAML text ending in a line break) with a last line holding the
+    SHA-256 of the text above it."""
+    return f"{text}{CONFIG_SEAL}{hashlib.sha256(text.encode()).hexdigest()}\n"
+
+
+def config_damage(data: bytes) -> str | None:
+    """Why a cell's config cannot be trusted (None where it can): a sealed one cut, edited
+    or replaced; one an earlier calbench wrote without a seal that does not parse as a
+    mapping."""
+    from calbench.yaml_text import load_yaml
+
+    body, _, last = data.rstrip(b"\n").rpartition(b"\n")
+    if last.startswith(CONFIG_SEAL.encode()):
+        digest = last[len(CONFIG_SEAL) :].decode(errors="replace")
+        if hashlib.sha256(body + b"\n").hexdigest() != digest:
+            return "its config does not match its checksum (cut, edited or replaced)"
+        return None
+    if not data.strip():
+        return "its config is empty"
+    try:
+        config = load_yaml(data.decode())
+    except Exception as exc:  # any parser's complaint: the file is damaged
+        return f"its config does not parse ({type(exc).__name__})"
+    if not isinstance(config, dict):
+        return "its config is not a mapping (cut or replaced)"
+    return None
+
+
+def config_mismatch(data: bytes, digest: str) -> str | None:
+    """Where a cell's rows name its config's SHA-256 (``digest``; "" in cells stored
+    before they did), whether the config file is that one."""
+    if digest and hashlib.sha256(data).hexdigest() != digest:
+        return "its config is not the one its rows name (cut, edited or replaced)"
+    return None

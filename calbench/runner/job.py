@@ -10,7 +10,7 @@ from calbench.calibrators.bounds import bound_hint
 from calbench.calibrators.methods import bounded_variant
 from calbench.data.identity import default_name
 from calbench.decision.family import CURVE_METRIC
-from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
+from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
 from calbench.runner.cell import evaluate_cell
 from calbench.runner.locks import cell_lock
 from calbench.runner.plan import CellPlan
@@ -43,7 +43,8 @@ def run_job(plan: CellPlan) -> str:
             print(f"[done] {label}: stored meanwhile by another run ({cell_hash}).")
             return cell_hash
         if problem:
-            folder = store.quarantine(cell_hash)
+            with writable(store.root):
+                folder = store.quarantine(cell_hash)
             print(f"[damaged] {label}: its stored rows ({problem}) moved to {folder}; recomputing.")
         if plan.data is not None and all(f["sha256"] for f in plan.data["files"]):
             with writable(store.root):
@@ -93,6 +94,13 @@ def run_job(plan: CellPlan) -> str:
             f"{REFUTED_BELOW:g} (row wrong_certainties): certainties the data refuted, which "
             f"dominate the log-loss; tables mark this cell with {REFUTED_MARK}. "
             + bound_hint(plan.template, bounded_variant(plan.spec.method))
+        )
+    short = summary.get("fit_unconverged", [])
+    if short:
+        print(
+            f"note: the fit stopped before converging in {len(short)} fold(s) (row "
+            f"fit_unconverged; the warning above says how): not the method's optimum, so "
+            f"tables mark this cell with {UNCONVERGED_MARK}."
         )
     edge_note = grid_edge_note(plan.grid, rows, plan.protocol.widen_edges)
     if edge_note:

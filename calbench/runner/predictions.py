@@ -210,11 +210,15 @@ def _holds(path: Path, content: str) -> bool:
     return True
 
 
+class DamagedPredictions(CalbenchError):
+    """A cell's stored predictions, or the arrays they share, missing or not as stored."""
+
+
 def _load(path: Path, data: bytes) -> dict[str, np.ndarray]:
     try:
         return npz_arrays(data, str(path))
     except CalbenchError as exc:
-        raise CalbenchError(
+        raise DamagedPredictions(
             f"{exc} `calbench store verify --repair` moves it and the cells that name it "
             "aside; the next run recomputes them."
         ) from None
@@ -231,7 +235,7 @@ def _shared(path: Path, content: str) -> dict[str, np.ndarray]:
 
 def _existing(path: Path) -> bytes:
     if not path.is_file():
-        raise CalbenchError(
+        raise DamagedPredictions(
             f"{path} is missing although the cell's rows name it; rerun the cell with force=true."
         )
     return path.read_bytes()
@@ -239,7 +243,7 @@ def _existing(path: Path) -> bytes:
 
 def _check(path: Path, digest: str, expected: str) -> None:
     if digest != expected:
-        raise CalbenchError(
+        raise DamagedPredictions(
             f"{path} does not match the checksum the cell's rows name: it was changed or "
             "replaced after the cell was stored. Rerun the cell with force=true."
         )

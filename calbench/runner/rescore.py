@@ -86,9 +86,10 @@ def _rescore_cell(store: ResultStore, cell_hash: str, metrics: dict[str, dict]) 
             added.append({**template[COLUMNS].to_dict(), "metric": metric, "value": value})
     kept = cell[~cell["metric"].isin(metrics)]
     rows = pd.concat([kept[COLUMNS], pd.DataFrame(added)[COLUMNS]])
-    store.replace_rows(cell_hash, rows, stored_at=cell["stored_at"].iat[0])
+    # The config first, then the rows that name its checksum: each write is whole, and
+    # the rows are the cell (a run stopped between them leaves a cell verify names).
     config = store.config(cell_hash)
-    if config:
-        config["rescored"] = {**(config.get("rescored") or {}), **metrics}
-        store.write_config(cell_hash, dump_yaml(config))
+    config["rescored"] = {**(config.get("rescored") or {}), **metrics}
+    digest = store.write_config(cell_hash, dump_yaml(config))
+    store.replace_rows(cell_hash, rows, stored_at=cell["stored_at"].iat[0], config_sha256=digest)
     return True

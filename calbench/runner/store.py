@@ -16,6 +16,7 @@ metric that `calbench rescore` added.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import time
@@ -29,7 +30,15 @@ from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.runner import predictions as fold_predictions
-from calbench.runner.integrity import SEAL, damage, seal
+from calbench.runner.data_names import DataNames
+from calbench.runner.integrity import (
+    SEAL,
+    config_damage,
+    config_mismatch,
+    damage,
+    seal,
+    seal_config,
+)
 from calbench.runner.predictions import FoldPredictions
 from calbench.yaml_text import load_yaml
 
@@ -66,7 +75,7 @@ COLUMNS = [
 OPTIONAL_COLUMNS = {"fitted": "{}"}
 
 #: What the store adds to a cell's `COLUMNS`: when it was stored, and the rows' checksum.
-STORED_COLUMNS = [*COLUMNS, "stored_at", SEAL]
+STORED_COLUMNS = [*COLUMNS, "config_sha256", "stored_at", SEAL]
 
 
 def now_iso() -> str:
@@ -114,11 +123,21 @@ class ResultStore:
             return None
         return damage(data, cell_hash)
 
+    def damaged_folder(self) -> Path:
+        """``store/damaged/``, where damaged files go (made where absent)."""
+        folder = self.root / "damaged"
+        if folder.exists() and not folder.is_dir():
+            raise CalbenchError(
+                f"{folder} is a file where calbench keeps damaged cells (a folder): move it "
+                "away, then run again."
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
     def quarantine(self, cell_hash: str) -> Path:
         """Move a cell's files (rows, config, predictions) to ``store/damaged/``, where
         nothing reads them, so the cell counts as not stored; returns that folder."""
-        folder = self.root / "damaged"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self.damaged_folder()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for suffix in (".csv", ".yaml", ".npz"):
             path = self.root / f"{cell_hash}{suffix}"
@@ -132,41 +151,26 @@ class ResultStore:
         """Store a finished cell; its resolved config goes beside it for provenance, and its
         per-fold predictions (``(folds, storage)``, see `calbench.runner.predictions`) before
         the rows, whose ``predictions_sha256`` column then names them."""
-        if config_text:
-            self.write_config(cell_hash, config_text)
+        # Every cell has its config beside it (an empty one where none is given), named by
+        # checksum in its rows: a config removed, cut or swapped is damage.
+        config_sha256 = self.write_config(cell_hash, config_text or "{}\n")
         sha256 = (
             ""
             if predictions is None
             else fold_predictions.write(self.root, cell_hash, *predictions)
         )
-        return self.replace_rows(cell_hash, rows, config_hash=cell_hash, predictions_sha256=sha256)
+        return self.replace_rows(
+            cell_hash,
+            rows,
+            config_hash=cell_hash,
+            predictions_sha256=sha256,
+            config_sha256=config_sha256,
+        )
 
     def claim_data_name(self, experiment: str, name: str, data: dict) -> None:
-        """Record that data set ``name`` of ``experiment`` is the user's files ``data``
-        (`calbench.data.identity`), or refuse it where other files already carry that name
-        there: tables would average the two models into one row. The same files with new
-        content (scores written again) keep their name. ``store/data_names.tsv`` holds
-        one line per name, files and content."""
-        paths = "|".join(data["paths"])
-        content = "+".join(str(f["sha256"]) for f in data["files"])
-        index = self.root / "data_names.tsv"
-        lines = index.read_text().splitlines() if index.is_file() else []
-        entries = [line.split("\t") for line in lines if line.count("\t") == 3]
-        for known_experiment, known_name, known_paths, known_content in entries:
-            if (known_experiment, known_name) != (experiment, name) or known_paths == paths:
-                continue
-            if known_content != content:
-                raise CalbenchError(
-                    f"Data set name {name!r} in experiment {experiment!r} already names "
-                    f"{known_paths.replace('|', ' + ')}; {paths.replace('|', ' + ')} holds "
-                    "other scores, and tables would average the two into one row. Give it a "
-                    f"name of its own: dataset.name={name}_2 (or any other)."
-                )
-        entry = [experiment, name, paths, content]
-        if entry not in entries:
-            self.root.mkdir(parents=True, exist_ok=True)
-            with open(index, "a") as f:  # one short append: atomic on a local disk
-                f.write("\t".join(entry) + "\n")
+        """Record that data set ``name`` of ``experiment`` is the user's files ``data``, or
+        refuse it where other files carry that name (`calbench.runner.data_names`)."""
+        DataNames(self.root).claim(experiment, name, data, self.configs)
 
     def remove(self, cell_hash: str) -> None:
         """Remove a cell that another replaces (an imported file's earlier content): its
@@ -179,22 +183,33 @@ class ResultStore:
         `calbench store verify` names it)."""
         configs = {}
         for path in sorted(self.root.glob("*.yaml")):
-            try:
-                configs[path.stem] = load_yaml(path.read_text()) or {}
-            except Exception:  # any parser's complaint: verify's to report
-                continue
+            data = path.read_bytes()
+            if config_damage(data) is None:
+                configs[path.stem] = load_yaml(data.decode()) or {}
         return configs
 
     def _yaml(self, cell_hash: str) -> Path:
         return self.root / f"{cell_hash}.yaml"
 
-    def write_config(self, cell_hash: str, config_text: str) -> None:
-        atomic_write_text(self._yaml(cell_hash), config_text)
+    def write_config(self, cell_hash: str, config_text: str) -> str:
+        """Write a cell's config (sealed, `calbench.runner.integrity.seal_config`); returns
+        the file's SHA-256, which the cell's rows name (``config_sha256``)."""
+        text = seal_config(config_text)
+        atomic_write_text(self._yaml(cell_hash), text)
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def config(self, cell_hash: str) -> dict:
-        """A stored cell's resolved config (empty where none was stored beside it)."""
+        """A stored cell's resolved config, checked (`DamagedCells` where it is cut or
+        edited); empty where none was stored beside it."""
         path = self._yaml(cell_hash)
-        return (load_yaml(path.read_text()) or {}) if path.is_file() else {}
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        problem = config_damage(data)
+        if problem:
+            raise DamagedCells({path: problem})
+        return load_yaml(data.decode()) or {}
 
     def replace_rows(
         self, cell_hash: str, rows: pd.DataFrame, stored_at: str | None = None, **constants
@@ -253,6 +268,8 @@ class ResultStore:
         damaged = {}
         for f in files:
             data = f.read_bytes()
+            if is_stray(f, data):
+                continue  # not a cell's: `calbench store verify` names it
             problem = damage(data, f.stem, check_name=False)
             if problem:
                 damaged[f] = problem
@@ -276,10 +293,21 @@ class ResultStore:
                     }
                 )
             part["written"] = _written(part, [f for f, _ in cells], counts)
-            settings = [_setting(f.with_suffix(".yaml"), f.stem) for f, _ in cells]
+            sealed = header.rstrip(b"\r").endswith(SEAL.encode())
+            digests = _first_of_each(part, "config_sha256", counts)
+            settings = []
+            for (f, _), digest in zip(cells, digests, strict=True):
+                try:
+                    settings.append(_setting(f.with_suffix(".yaml"), f.stem, sealed, digest))
+                except DamagedCells as exc:  # every damaged config named at once
+                    damaged.update(exc.problems)
+            if damaged:
+                continue
             part["setting"] = np.repeat([s for s, _ in settings], counts)
             part["content"] = np.repeat([c for _, c in settings], counts)
             frames.append(part)
+        if damaged:
+            raise DamagedCells(damaged)
         frame = _with_earlier_columns(pd.concat(frames, ignore_index=True))
         if experiment is not None:
             frame = frame[frame["experiment"] == experiment]
@@ -288,12 +316,20 @@ class ResultStore:
         return frame
 
 
+def is_stray(path: Path, data: bytes) -> bool:
+    """Whether a CSV in the store is no cell's: not named by a config hash and without the
+    rows' ``config_hash`` column (a file copied or saved there by hand). A cell's file that
+    lost its header is still named by its hash, and so is damage, not a stray."""
+    cell_name = len(path.stem) == 16 and all(c in "0123456789abcdef" for c in path.stem)
+    return not cell_name and b"config_hash" not in data.partition(b"\n")[0]
+
+
 def _parse(data: bytes) -> pd.DataFrame:
     # A checksum of digits and one "e" would otherwise be read as a number.
     return pd.read_csv(
         io.BytesIO(data),
         keep_default_na=False,
-        dtype={"predictions_sha256": str, "config_hash": str, SEAL: str},
+        dtype={"predictions_sha256": str, "config_sha256": str, "config_hash": str, SEAL: str},
     )
 
 
@@ -302,8 +338,9 @@ def _with_earlier_columns(frame: pd.DataFrame) -> pd.DataFrame:
     columns cells stored by earlier versions lack filled in."""
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
     # Cells stored before predictions were kept have no checksum column.
-    sha256 = frame["predictions_sha256"] if "predictions_sha256" in frame else ""
-    frame["predictions_sha256"] = pd.Series(sha256, index=frame.index).fillna("")
+    for column in ("predictions_sha256", "config_sha256"):  # absent from earlier cells
+        sha256 = frame[column] if column in frame else ""
+        frame[column] = pd.Series(sha256, index=frame.index).fillna("")
     for name, default in OPTIONAL_COLUMNS.items():
         frame[name] = frame[name].fillna(default) if name in frame else default
     if "classifier" in frame:  # cells stored before the column existed: no classifier
@@ -368,16 +405,29 @@ def _written(part: pd.DataFrame, files: list[Path], counts: list[int]) -> np.nda
     return np.where(np.isnan(seconds), mtimes, seconds)
 
 
-def _setting(config_file: Path, fallback: str) -> tuple[str, str]:
+def _first_of_each(part: pd.DataFrame, column: str, counts: list[int]) -> list[str]:
+    """Each cell's value of a per-cell ``column`` ("" where the cells lack it)."""
+    if column not in part:
+        return [""] * len(counts)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+    return [str(v) if v == v else "" for v in part[column].to_numpy()[starts]]
+
+
+def _setting(config_file: Path, fallback: str, sealed: bool, digest: str) -> tuple[str, str]:
     """A hash of a stored cell's config without its method and criterion sections, and the
-    content of the user's files it read ("" for other data; `calbench.data.identity`)."""
-    if not config_file.is_file():
-        return fallback, ""  # no config beside the rows: never superseded
+    content of the user's files it read ("" for other data; `calbench.data.identity`).
+    The config must be the one its rows name (``digest``); a cell with sealed rows has one
+    beside it, one an earlier calbench stored may not (it is then never superseded)."""
     try:
-        config = load_yaml(config_file.read_text()) or {}
-    except Exception as exc:  # any parser's complaint: the file is damaged
-        problem = f"its config does not parse ({type(exc).__name__})"
-        raise DamagedCells({config_file: problem}) from None
+        data = config_file.read_bytes()
+    except FileNotFoundError:
+        if sealed:
+            raise DamagedCells({config_file: "its config is missing (removed?)"}) from None
+        return fallback, ""
+    problem = config_mismatch(data, digest) or config_damage(data)
+    if problem:
+        raise DamagedCells({config_file: problem})
+    config = load_yaml(data.decode()) or {}
     # Metrics added later by `calbench rescore` do not make a cell a different setting, nor
     # does the content of the files read or of the user's code: new content supersedes the old.
     ignored = ("method", "criterion", "rescored", "data", "code")

@@ -18,10 +18,11 @@ from pathlib import Path
 
 from calbench.errors import CalbenchError
 from calbench.runner import predictions as fold_predictions
-from calbench.runner.integrity import SEAL
+from calbench.runner.data_names import FILE_NAME as DATA_NAMES
+from calbench.runner.data_names import DataNames
+from calbench.runner.integrity import SEAL, config_damage, config_mismatch
 from calbench.runner.locks import cell_lock
-from calbench.runner.store import DamagedCells, ResultStore
-from calbench.yaml_text import load_yaml
+from calbench.runner.store import DamagedCells, ResultStore, is_stray
 
 #: A temporary file older than this is a killed writer's (a write takes seconds).
 LEFTOVER_AGE_SECONDS = 600
@@ -46,6 +47,9 @@ def verify(results_dir) -> tuple[list[Problem], dict[str, int]]:
     problems: list[Problem] = []
     counts = {"cells": 0, "unsealed": 0, "shared arrays": 0}
     for path in sorted(root.glob("*.csv")):
+        if is_stray(path, path.read_bytes()):
+            problems.append(Problem(path, "no cell's rows (no config_hash column): a stray file"))
+            continue
         counts["cells"] += 1
         problems += _cell_problems(store, path.stem)
         with open(path, "rb") as f:
@@ -56,6 +60,7 @@ def verify(results_dir) -> tuple[list[Problem], dict[str, int]]:
             fold_predictions.check_shared(path)
         except CalbenchError as exc:
             problems.append(Problem(path, str(exc).split(";")[0]))
+    problems += _data_name_problems(store)
     problems += [
         Problem(path, "a killed writer's temporary file")
         for path in sorted(root.rglob(".*.tmp"))
@@ -70,17 +75,46 @@ def _cell_problems(store: ResultStore, cell_hash: str) -> list[Problem]:
     except DamagedCells as damaged:
         return [Problem(path, why, cell_hash) for path, why in damaged.problems.items()]
     config = store.root / f"{cell_hash}.yaml"
-    if config.is_file():
-        try:
-            load_yaml(config.read_text())
-        except Exception as exc:  # any parser's complaint is the same finding
-            return [Problem(config, f"its config does not parse ({type(exc).__name__})", cell_hash)]
+    try:
+        data = config.read_bytes()
+        problem = config_mismatch(data, cell["config_sha256"].iat[0]) or config_damage(data)
+    except FileNotFoundError:
+        # calbench writes every cell's config beside its sealed rows; a cell an earlier
+        # calbench stored (unsealed rows) may have none.
+        problem = "its config is missing (removed?)" if _sealed(store, cell_hash) else None
+    if problem:
+        return [Problem(config, problem, cell_hash)]
     sha256 = cell["predictions_sha256"].iat[0]
     if sha256:
         try:
             store.predictions(cell_hash, sha256)
         except CalbenchError as exc:
             return [Problem(store.root / f"{cell_hash}.npz", str(exc).split(";")[0], cell_hash)]
+    return []
+
+
+def _sealed(store: ResultStore, cell_hash: str) -> bool:
+    with open(store.root / f"{cell_hash}.csv", "rb") as f:
+        return f.readline().rstrip(b"\n").endswith(SEAL.encode())
+
+
+def _data_name_problems(store: ResultStore) -> list[Problem]:
+    """The data-name index (`calbench.runner.data_names`): damaged, or missing lines of
+    the cells of the user's files (the file removed or cut at a line end)."""
+    index = DataNames(store.root)
+    problem = index.damage()
+    if problem:
+        return [Problem(index.path, problem)]
+    missing = index.missing(store.configs())
+    if missing:
+        what = "is missing" if not index.path.is_file() else "lacks"
+        return [
+            Problem(
+                index.path,
+                f"it {what} the data set names of {len(missing)} cell(s) of your own files "
+                f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
+            )
+        ]
     return []
 
 
@@ -94,12 +128,19 @@ def repair(results_dir, problems: list[Problem]) -> list[str]:
         with cell_lock(store.root, cell_hash):
             folder = store.quarantine(cell_hash)
         done.append(f"moved cell {cell_hash} to {folder}")
+    for problem in problems:
+        if problem.cell is None and problem.path.suffix == ".csv" and problem.path.exists():
+            folder = store.damaged_folder()
+            os.replace(problem.path, folder / problem.path.name)
+            done.append(f"moved stray file {problem.path.name} to {folder}")
     for content in sorted(broken_arrays):
         path = store.root / "arrays" / f"{content}.npz"
-        folder = store.root / "damaged"
-        folder.mkdir(exist_ok=True)
+        folder = store.damaged_folder()
         os.replace(path, folder / path.name)
         done.append(f"moved shared arrays {path.name} to {folder}")
+    if any(p.path.name == DATA_NAMES for p in problems):
+        DataNames(store.root).rebuild(store.configs())  # after the moves: the cells left
+        done.append(f"rebuilt {store.root / DATA_NAMES} from the cells' configs")
     for problem in problems:
         if problem.path.name.endswith(".tmp") and problem.path.exists():
             problem.path.unlink()

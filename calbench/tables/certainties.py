@@ -1,4 +1,5 @@
-"""The mark of a table value whose cell's predictions held certainties the labels refuted.
+"""The marks of a table value whose cell is not a plain result: its predictions held
+certainties the labels refuted (‡), or its fit stopped before converging (§).
 
 Every cell stores ``wrong_certainties``: its test rows whose label got a probability below
 1e-9 (`calbench.metrics.scoring.wrong_certainties`). One such row adds more than 20.7 nats
@@ -13,23 +14,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK
+from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
 from calbench.tables.layouts import RankedTable
 
 
 def mark_wrong_certainties(table: RankedTable, rows: pd.DataFrame) -> RankedTable:
     """``table`` with `RankedTable.flagged` set on the values whose stored cells have
     wrong certainties (cells stored before the count existed have none to read)."""
-    if table.sources is None or "wrong_certainties" not in set(rows["metric"]):
-        return table
-    stored = rows[rows["metric"] == "wrong_certainties"]
-    per_cell = stored.groupby("config_hash")["value"].sum()
-    flagged = np.zeros(table.values.shape, dtype=bool)
-    for i, row in enumerate(table.sources):
-        for j, source in enumerate(row):
-            if source is not None and not np.isnan(table.values[i, j]):
-                flagged[i, j] = any(per_cell.get(h, 0.0) > 0 for h in source[1])
-    if flagged.any():
+    flagged = _values_of_cells_with(table, rows, "wrong_certainties")
+    if flagged is not None:
         table.flagged = flagged
         table.flag_note = (
             f"{REFUTED_MARK} the method's test predictions gave some labels a probability below "
@@ -37,3 +30,31 @@ def mark_wrong_certainties(table: RankedTable, rows: pd.DataFrame) -> RankedTabl
             "refuted, each adding over 20.7 nats to its summed log-loss."
         )
     return table
+
+
+def mark_unconverged(table: RankedTable, rows: pd.DataFrame) -> RankedTable:
+    """``table`` with `RankedTable.unconverged` set on the values whose stored cells' fits
+    stopped before converging in some fold (row ``fit_unconverged``): such a number is
+    not the method's result, and the table says so beside it."""
+    marked = _values_of_cells_with(table, rows, "fit_unconverged")
+    if marked is not None:
+        table.unconverged = marked
+        table.unconverged_note = (
+            f"{UNCONVERGED_MARK} the method's fit stopped before converging in some fold "
+            "(stored row fit_unconverged; the cell's warning says where): not the method's "
+            "optimum."
+        )
+    return table
+
+
+def _values_of_cells_with(table: RankedTable, rows: pd.DataFrame, metric: str):
+    """Which values come from a cell whose stored ``metric`` is positive (None: none)."""
+    if table.sources is None or metric not in set(rows["metric"]):
+        return None
+    per_cell = rows[rows["metric"] == metric].groupby("config_hash")["value"].sum()
+    marked = np.zeros(table.values.shape, dtype=bool)
+    for i, row in enumerate(table.sources):
+        for j, source in enumerate(row):
+            if source is not None and not np.isnan(table.values[i, j]):
+                marked[i, j] = any(per_cell.get(h, 0.0) > 0 for h in source[1])
+    return marked if marked.any() else None

@@ -13,7 +13,7 @@ import pandas as pd
 from calbench.decision.family import CURVE_METRIC
 
 #: Recorded per cell but not a property of the method's predictions.
-NOT_RANKED = ("fit_accuracy", "inner_classes_missing", "wrong_certainties")
+NOT_RANKED = ("fit_accuracy", "inner_classes_missing", "wrong_certainties", "fit_unconverged")
 
 
 def task_rows(rows: pd.DataFrame) -> pd.DataFrame:

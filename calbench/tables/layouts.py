@@ -64,11 +64,15 @@ class RankedTable:
     #: that says so (`calbench.tables.certainties`).
     flagged: np.ndarray | None = None
     flag_note: str = ""
+    #: Values whose cells' fits stopped before converging, marked §, with the note.
+    unconverged: np.ndarray | None = None
+    unconverged_note: str = ""
 
     @property
     def caption(self) -> str:
         """The title with the notes of its marks."""
-        return " ".join(t for t in (self.title, self.interval_note, self.flag_note) if t)
+        notes = (self.title, self.interval_note, self.flag_note, self.unconverged_note)
+        return " ".join(t for t in notes if t)
 
 
 def _mean_over_folds(rows: pd.DataFrame, index: str) -> pd.DataFrame:

@@ -29,6 +29,7 @@ import pandas as pd
 from calbench.errors import CalbenchError
 from calbench.markup import markdown_table, md_text
 from calbench.metrics import higher_is_better
+from calbench.metrics.scoring import UNCONVERGED_MARK
 from calbench.runner.store import ResultStore, experiment_rows
 from calbench.stats import arena
 from calbench.stats.bootstrap import BootstrapSettings
@@ -279,6 +280,7 @@ def leaderboard(
         table["better_than_ts"] = clear[:, :, ref].sum(axis=0)
         table["worse_than_ts"] = clear[:, ref, :].sum(axis=0)
     table["median_fit_seconds"] = fit_seconds(rows, complete.index).reindex(methods).to_numpy()
+    table["unconverged_tasks"] = unconverged_tasks(rows, cells.loc[complete.index, methods])
     best = complete.idxmax(axis=1) if better else complete.idxmin(axis=1)
     per_task = pd.DataFrame(
         {"best": best, "best_value": complete.max(axis=1) if better else complete.min(axis=1)}
@@ -336,6 +338,8 @@ def display_frame(board: Leaderboard) -> pd.DataFrame:
             f"{int(b)} / {int(w)}" for b, w in t[["better_than_ts", "worse_than_ts"]].to_numpy()
         ]
     shown["median fit (s)"] = t["median_fit_seconds"].map(lambda v: f"{v:.3g}")
+    if "unconverged_tasks" in t and t["unconverged_tasks"].any():
+        shown[f"{UNCONVERGED_MARK} unconverged (tasks)"] = t["unconverged_tasks"].map(str)
     if "mean_win_rate_over_experiments" in t:
         shown["win rate, mean of experiments'"] = t["mean_win_rate_over_experiments"].map(
             lambda v: f"{v:.3f}"
@@ -352,6 +356,18 @@ def _blocks_needed(n: float) -> str:
 #: Fewer blocks than this and a bootstrap over blocks cannot be trusted: with 1 block every
 #: resample is the same, with 2 to 4 only a handful of distinct resamples exist.
 MIN_BLOCKS = 5
+
+
+def unconverged_tasks(rows: pd.DataFrame, cells: pd.DataFrame) -> np.ndarray:
+    """Per method (``cells``' columns), the tasks on which a cell's fit stopped before
+    converging in some fold (row ``fit_unconverged``)."""
+    short = set(
+        rows.loc[(rows["metric"] == "fit_unconverged") & (rows["value"] > 0), "config_hash"]
+    )
+    if not short:
+        return np.zeros(cells.shape[1], dtype=int)
+    hit = cells.map(lambda hashes: any(h in short for h in hashes))
+    return hit.sum(axis=0).to_numpy()
 
 
 def few_blocks_caveat(board: Leaderboard) -> str:
@@ -379,6 +395,12 @@ def caption(board: Leaderboard) -> str:
     )
     if few_blocks_caveat(board):
         text += " " + few_blocks_caveat(board)
+    if "unconverged_tasks" in board.table and board.table["unconverged_tasks"].any():
+        text += (
+            f" {UNCONVERGED_MARK} unconverged: the tasks on which the method's fit stopped "
+            "before converging in some fold (row fit_unconverged); there its value is not "
+            "the method's optimum."
+        )
     text += same_data_note(board)
     if "mean_win_rate_over_experiments" in board.table:
         text += (

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from calbench.markup import md_text
-from calbench.metrics.scoring import REFUTED_MARK
+from calbench.metrics.scoring import REFUTED_MARK, UNCONVERGED_MARK
 from calbench.tables.layouts import RankedTable
 
 
@@ -23,6 +23,7 @@ def _cells(
     second_fmt=None,
     tie_mark="†",
     flag=REFUTED_MARK,
+    unconverged_mark=UNCONVERGED_MARK,
 ):
     body = []
     decimals = table.column_decimals or [table.decimals] * len(table.columns)
@@ -48,6 +49,8 @@ def _cells(
                     text += tie_mark
             if table.flagged is not None and table.flagged[i, j]:
                 text += flag
+            if table.unconverged is not None and table.unconverged[i, j]:
+                text += unconverged_mark
             if table.show_ranks and not math.isnan(rank):
                 text += rank_fmt(int(rank))
             cells.append(text)
@@ -102,6 +105,7 @@ def latex_escape(text: str) -> str:
         ("#", r"\#"),
         ("†", r"\textdagger{}"),
         (REFUTED_MARK, r"\textdaggerdbl{}"),
+        (UNCONVERGED_MARK, r"\S{}"),
     ):
         text = text.replace(a, b)
     return text
@@ -129,6 +133,7 @@ def to_latex(table: RankedTable) -> str:
         lambda t: rf"\underline{{{t}}}",
         tie_mark=r"$^\dagger$",
         flag=r"$^\ddagger$",
+        unconverged_mark=r"$^\S$",
     )
     previous = None
     for idx, (group, label, cells) in enumerate(body):
@@ -167,6 +172,9 @@ def to_csv(table: RankedTable) -> str:
                     "std": table.stds[i, j] if table.stds is not None else float("nan"),
                     "rank": table.ranks[i, j],
                     "wrong_certainties": bool(table.flagged is not None and table.flagged[i, j]),
+                    "fit_unconverged": bool(
+                        table.unconverged is not None and table.unconverged[i, j]
+                    ),
                     **_interval_record(table, i, j),
                 }
             )

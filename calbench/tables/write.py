@@ -18,10 +18,11 @@ from calbench.atomic import atomic_write_text
 from calbench.conf_files import group_files, read_group
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
-from calbench.runner.store import ResultStore, superseded_cells
+from calbench.runner.predictions import DamagedPredictions
+from calbench.runner.store import DamagedCells, ResultStore, superseded_cells
 from calbench.stats.bootstrap import BootstrapSettings
 from calbench.tables.catalogue import build_table, layout_of
-from calbench.tables.certainties import mark_wrong_certainties
+from calbench.tables.certainties import mark_unconverged, mark_wrong_certainties
 from calbench.tables.curves import curve_frame
 from calbench.tables.generic import generic_specs
 from calbench.tables.intervals import add_intervals
@@ -102,7 +103,7 @@ def write_tables(
             # task's values, which the generic tables lay out.
             todo += [(s, part) for s in generic_specs(name, part)]
     out_dir = Path(results_dir) / "tables"
-    written, built, skipped = [], [], []
+    written, built, skipped, damaged = [], [], [], []
     for spec, part in todo:
         for column, value in (spec.get("where") or {}).items():  # e.g. one prior shift
             part = part[part[column] == value]
@@ -114,10 +115,14 @@ def write_tables(
                         written += draw_curve(one, curve_frame(one, piece), Path(results_dir))
                     built.append(one["name"])
                 continue
-            table = mark_wrong_certainties(build_table(spec, part, higher_is_better), part)
+            table = build_table(spec, part, higher_is_better)
+            table = mark_unconverged(mark_wrong_certainties(table, part), part)
             if intervals is not None:
                 checksums = part.groupby("config_hash")["predictions_sha256"].first().to_dict()
                 table = add_intervals(table, store, checksums, intervals)
+        except (DamagedCells, DamagedPredictions) as exc:
+            damaged.append(f"{spec['name']}: {' '.join(str(exc).split())}")
+            continue
         except CalbenchError as exc:
             skipped.append(f"{spec['name']}: {exc}")
             continue
@@ -132,6 +137,12 @@ def write_tables(
         print(f"built {len(built)} table(s) for {', '.join(wanted)}: {', '.join(built) or '-'}")
         for reason in skipped:
             print(f"skipped {reason}")
+    if damaged:  # the tables that could be built are written; these are not
+        raise CalbenchError(
+            f"{len(damaged)} of {len(todo)} table(s) not built: stored files they read are "
+            f"damaged ({damaged[0]}). `calbench store verify --repair` moves them aside; "
+            "rerun their sweeps, then the tables."
+        )
     if not built:
         raise CalbenchError("No table could be built: " + "; ".join(skipped))
     return written

@@ -339,10 +339,12 @@ def _isolated(run, args: list, jobs: int):
 def reason(error: BaseException) -> str:
     """A failed cell's reason in one line: calbench's own message, else the exception's
     type and message (a custom calibrator's error, not its traceback)."""
-    from calbench.errors import CalbenchError
+    from calbench.errors import CalbenchError, file_fault
 
     if isinstance(error, SystemExit):  # calbench's `fail`, which printed its line already
         return "stopped with an error (see above)"
+    if isinstance(error, OSError):
+        error = file_fault(error)
     text = str(error) if isinstance(error, CalbenchError) else f"{type(error).__name__}: {error}"
     return " ".join(text.split())
 
