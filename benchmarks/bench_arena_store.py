@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks._data import write_results
-from calbench.runner.store import COLUMNS, ResultStore
+from calbench.results.store import COLUMNS, ResultStore
 from calbench.yaml_text import dump_yaml
 
 METRICS = [

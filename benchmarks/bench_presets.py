@@ -28,7 +28,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calbench.data.install import usable  # noqa: E402
-from calbench.runner.store import ResultStore  # noqa: E402
+from calbench.results.store import ResultStore  # noqa: E402
 
 #: preset -> (extra overrides, the data set that must be present, or None)
 PRESETS = {

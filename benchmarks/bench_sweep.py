@@ -50,9 +50,9 @@ def sweep(cells: int, compose: str) -> dict:
 
     from calbench import atomic
     from calbench.cli import main
+    from calbench.results.predictions import FoldPredictions
+    from calbench.results.store import ResultStore
     from calbench.runner import job, plan, predictions
-    from calbench.runner.predictions import FoldPredictions
-    from calbench.runner.store import ResultStore
 
     Plugins.instance()  # Hydra's plugin scan loads the launcher's module anew: scan first
     from hydra_plugins.calbench_launcher.calbench_launcher import CalbenchLauncher

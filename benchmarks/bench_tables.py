@@ -24,7 +24,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._data import write_results  # noqa: E402
-from calbench.runner.store import COLUMNS, ResultStore  # noqa: E402
+from calbench.results.store import COLUMNS, ResultStore  # noqa: E402
 from calbench.tables.write import table_specs, write_tables  # noqa: E402
 
 METHODS = ["uncal", "dir_l2", "beta", "histbin_freq", "isotonic", "histbin_width", "ts"]

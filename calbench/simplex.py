@@ -204,7 +204,7 @@ def _map_grids() -> tuple[np.ndarray, ...]:
 
 def map_points() -> np.ndarray:
     """The points a simplex map evaluates a calibration map at (its grids, one after the
-    other); a 3-class cell stores its map there (`calbench.runner.predictions`), so
+    other); a 3-class cell stores its map there (`calbench.results.predictions`), so
     figures never refit. `split_map` names the parts."""
     return np.vstack(_map_grids())
 

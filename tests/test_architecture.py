@@ -250,3 +250,42 @@ def test_each_paper_pack_holds_its_configs_numbers_and_page():
         assert presets and set(meta["reproduce_all"]) <= presets, folder.name
         own = numbers[numbers["pack"] == folder.name]
         assert set(own["preset"]) <= presets, folder.name
+
+
+def test_the_results_room_stands_below_every_reader_and_the_runner():
+    """`calbench.results` (the store, its checks, locks and reads) is written by the runner
+    and read by statistics, tables, plots, claims, reproduction and the report: it imports
+    none of them, and statistics import nothing from the runner."""
+    readers = ("calbench.runner", "calbench.stats", "calbench.tables", "calbench.plots")
+    readers += ("calbench.reproduce", "calbench.report", "calbench.cli", "calbench.papers")
+    graph = import_graph()
+    upward = [
+        f"{m} imports {t}"
+        for m, targets in graph.items()
+        if m.startswith("calbench.results")
+        for t in targets
+        if t.startswith(readers)
+    ]
+    assert upward == []
+    stats_on_runner = [
+        f"{m} imports {t}"
+        for m, targets in graph.items()
+        if m.startswith("calbench.stats")
+        for t in targets
+        if t.startswith("calbench.runner")
+    ]
+    assert stats_on_runner == []
+
+
+def test_readers_open_results_through_one_face():
+    """Tables, plots, claims, reproduction and the report read rows through
+    `calbench.results.experiment.Results` (read once), never `ResultStore.read` itself;
+    the CalArena importer, a writer, is the one that opens the store."""
+    readers = ["tables", "plots", "reproduce", "report", "stats"]
+    direct = [
+        str(path.relative_to(PACKAGE))
+        for room in readers
+        for path in (PACKAGE / room).rglob("*.py")
+        if "ResultStore(" in path.read_text()
+    ]
+    assert direct == ["reproduce/imported.py"]

@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 
 from calbench.errors import CalbenchError
+from calbench.results.store import DamagedCells, ResultStore
+from calbench.results.verify import repair, verify
 from calbench.runner.job import run_job
-from calbench.runner.store import DamagedCells, ResultStore
-from calbench.runner.store_check import repair, verify
 from tests.cli.test_cli import calbench
 from tests.runner.test_runner import plan
 
@@ -390,10 +390,10 @@ def test_config_mistakes_are_one_line_with_their_fix(tmp_path, args, message):
 def test_a_damaged_config_is_named_and_store_verify_says_so(store_copy):
     config = _rows_file(store_copy).with_suffix(".yaml")
     config.write_text("method: [unclosed\n")
-    with pytest.raises(DamagedCells, match=f"{config.name}: its config does not parse"):
+    with pytest.raises(DamagedCells, match=f"{config.name}: its config is not the one its rows"):
         ResultStore(store_copy).read()
     out = calbench("store", "verify", "--results-dir", str(store_copy))
-    assert out.returncode == 1 and f"{config}: its config does not parse" in out.stdout
+    assert out.returncode == 1 and f"{config}: its config is not the one" in out.stdout
     fixed = calbench("store", "verify", "--repair", "--results-dir", str(store_copy))
     assert fixed.returncode == 0 and "moved cell" in fixed.stdout
     assert calbench("store", "verify", "--results-dir", str(store_copy)).returncode == 0

@@ -1,11 +1,11 @@
 """``calbench store verify [--repair]``: its arguments; the work is
-`calbench.runner.store_check`'s."""
+`calbench.results.verify`'s."""
 
 from __future__ import annotations
 
 import argparse
 
-import calbench.runner.store_check as service
+import calbench.results.verify as service
 
 
 def main(argv: list[str]) -> None:

@@ -8,7 +8,7 @@ the SHA-256 of their bytes instead of the path string: scores written again to t
 get new cells (never "already in the store"), and a file moved to another folder keeps its
 cells. The store keeps the identity beside each cell (``data`` in its config), so tables
 show the cells of a file's newest content only, and two different files that would carry one
-data set name are refused (`calbench.runner.store`).
+data set name are refused (`calbench.results.store`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Figures of one task's stored predictions: simplex maps, reliability diagrams, KS graphs.
 
 Every cell stores its per-fold test predictions (and on 3-class data its map at the simplex
-grid, `calbench.runner.predictions`), so these figures read the store and never refit: the
+grid, `calbench.results.predictions`), so these figures read the store and never refit: the
 maps drawn are the ones whose numbers are in the tables. A task is a data set (and
 classifier); its methods are the stored cells of the experiment on it.
 """
@@ -26,9 +26,9 @@ from calbench.plots.reliability import (
     smooth_reliability_diagram,
 )
 from calbench.plots.simplex import calibration_data, calibration_map, colour_key
+from calbench.results.predictions import FoldPredictions
+from calbench.results.store import ResultStore
 from calbench.runner.plan import load_configured_dataset
-from calbench.runner.predictions import FoldPredictions
-from calbench.runner.store import ResultStore
 from calbench.simplex import map_points
 
 #: Shown first in reliability and KS figures where the experiment has them (Valk Fig. 2);

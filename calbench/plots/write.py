@@ -30,7 +30,7 @@ from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
 from calbench.plots.cd_diagram import cd_figure
 from calbench.plots.ks import ece_variance_scatter
 from calbench.plots.predictions import stored_tasks, task_figures
-from calbench.runner.store import ResultStore, experiment_rows
+from calbench.results.experiment import Results
 
 
 def swept_methods(experiment: str) -> list[str]:
@@ -41,7 +41,7 @@ def swept_methods(experiment: str) -> list[str]:
 def cd_figures(
     experiment: str, results_dir, metrics, out_dir: Path, formats, rows=None
 ) -> list[Path]:
-    rows = experiment_rows(ResultStore(results_dir), experiment) if rows is None else rows
+    rows = Results.of(results_dir).experiment_rows(experiment) if rows is None else rows
     paths = []
     for metric in metrics:
         table = (
@@ -64,7 +64,7 @@ def cd_figures(
 
 def ece_variance_figure(experiment, results_dir, out_dir, formats, rows=None) -> list[Path]:
     """Hoki Fig. 3 from the store, where both metrics were recorded."""
-    rows = ResultStore(results_dir).read(experiment) if rows is None else rows
+    rows = Results.of(results_dir).rows(experiment) if rows is None else rows
     wanted = rows[rows["metric"].isin(["confidence_ece", "confidence_variance"])]
     if wanted["metric"].nunique() < 2:
         return []
@@ -143,8 +143,8 @@ def write_figures(
     (`calbench.stats.bootstrap.BootstrapSettings`) puts bootstrap intervals on the
     reliability diagrams' bars."""
     out_dir = Path(results_dir) / "figures"
-    store = ResultStore(results_dir)
-    stored = experiment_rows(store, experiment)
+    store = Results.of(results_dir)
+    stored = store.experiment_rows(experiment)
     if methods:
         unknown = sorted(set(methods) - set(stored["method"]))
         if unknown:  # before any work
@@ -183,7 +183,7 @@ def write_figures(
 
 
 def stored_experiments(results_dir) -> list[str]:
-    experiments = sorted(ResultStore(results_dir).read()["experiment"].unique())
+    experiments = sorted(Results.of(results_dir).rows()["experiment"].unique())
     if not experiments:
         raise CalbenchError(
             f"No results in {results_dir}: run `calbench run` (or a preset, e.g. "

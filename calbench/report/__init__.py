@@ -19,7 +19,7 @@ from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.markup import md_link, md_text
 from calbench.plots.write import risk_curve_files
-from calbench.runner.store import ResultStore, experiment_rows
+from calbench.results.experiment import Results
 from calbench.tables.write import write_tables
 
 
@@ -56,6 +56,8 @@ class ReportParts:
     tests, the claims' bootstrap and the ranked tables each read every cell's rows or
     predictions."""
 
+    #: The results folder, read once (`calbench.results.experiment.Results`).
+    results: Results
     rows: pd.DataFrame
     #: metric -> `Leaderboard`, or the reason there is none.
     boards: dict
@@ -74,12 +76,12 @@ def report_parts(experiment: str, results_dir, metrics=("log_loss",), intervals=
     (with ``intervals``, `BootstrapSettings`, as ``calbench tables --ci``)."""
     from calbench.plots.leaderboard import win_rate_figure
 
-    results_dir = Path(results_dir)
-    rows = experiment_rows(ResultStore(results_dir), experiment)
-    boards = leaderboards(experiment, results_dir, metrics)
+    results = Results.of(results_dir)  # read once, handed to every part
+    rows = results.experiment_rows(experiment)
+    boards = leaderboards(experiment, results, metrics)
     try:
         tables = write_tables(
-            results_dir,
+            results,
             experiment,
             formats=("md",),
             echo=False,
@@ -89,16 +91,17 @@ def report_parts(experiment: str, results_dir, metrics=("log_loss",), intervals=
     except CalbenchError as exc:
         tables = exc
     return ReportParts(
+        results=results,
         rows=rows,
         boards=boards,
         win_rate_figures={
-            metric: win_rate_figure(board, results_dir / "leaderboards")
+            metric: win_rate_figure(board, results.dir / "leaderboards")
             for metric, board in boards.items()
             if not isinstance(board, str)
         },
         tables=tables,
-        claims=claims_section(experiment, results_dir),
-        figures=sorted((results_dir / "figures").glob(f"{experiment}_*.png")),
+        claims=claims_section(experiment, results),
+        figures=sorted((results.dir / "figures").glob(f"{experiment}_*.png")),
     )
 
 

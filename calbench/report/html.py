@@ -24,7 +24,7 @@ import pandas as pd
 
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
-from calbench.runner.store import ResultStore
+from calbench.results.experiment import Results
 from calbench.tables.fitted import fitted_text
 
 ASSETS = Path(__file__).with_name("assets")
@@ -55,12 +55,12 @@ def write_html_report(
 
     if parts is None:
         parts = report_parts(experiment, results_dir, metrics, intervals)
-    store = ResultStore(results_dir)
+    results = parts.results
     rows = parts.rows
-    results_dir = Path(results_dir)
+    results_dir = results.dir
     cells = cell_table(rows)
     sections = [
-        Section("setup", "Set-up", setup_html(store, rows, cells)),
+        Section("setup", "Set-up", setup_html(results, rows, cells)),
         Section("leaderboards", "Leaderboards", leaderboards_html(results_dir, parts)),
         Section("tables", "Tables", tables_html(parts.tables)),
         Section("claims", "Claims", markdown_html(parts.claims)),
@@ -176,8 +176,8 @@ def _params_text(params) -> str:
 # -- the set-up --------------------------------------------------------------------------
 
 
-def setup_html(store: ResultStore, rows: pd.DataFrame, cells: pd.DataFrame) -> str:
-    configs = {h: _config(store, h) for h in cells["config_hash"]}
+def setup_html(results: Results, rows: pd.DataFrame, cells: pd.DataFrame) -> str:
+    configs = {h: _config(results, h) for h in cells["config_hash"]}
     parts = ["<h3>Data sets</h3>", data_sets_html(cells, configs)]
     parts += ["<h3>Methods</h3>", methods_html(cells, configs)]
     protocols = sorted(
@@ -203,9 +203,9 @@ def setup_html(store: ResultStore, rows: pd.DataFrame, cells: pd.DataFrame) -> s
     return "\n".join(parts)
 
 
-def _config(store: ResultStore, cell_hash: str) -> dict:
+def _config(results: Results, cell_hash: str) -> dict:
     try:
-        return store.config(cell_hash) or {}
+        return results.config(cell_hash) or {}
     except (OSError, CalbenchError, ValueError):
         return {}
 

@@ -24,7 +24,7 @@ from calbench.errors import CalbenchError
 from calbench.markup import markdown_table, md_text
 from calbench.metrics import higher_is_better
 from calbench.packs import pack_entries
-from calbench.runner.store import ResultStore, experiment_rows
+from calbench.results.experiment import Results
 from calbench.stats.bootstrap import BootstrapSettings
 from calbench.tables.intervals import Replicates
 from calbench.tables.leaderboard import task_values
@@ -78,8 +78,8 @@ def check_claims(
 ) -> pd.DataFrame:
     """One row per (claim, task): lead, interval and verdict (see the module docstring)."""
     settings = settings or BootstrapSettings()
-    store = ResultStore(results_dir)
-    rows = experiment_rows(store, experiment)
+    store = Results.of(results_dir)
+    rows = store.experiment_rows(experiment)
     checksums = dict(zip(rows["config_hash"], rows["predictions_sha256"], strict=True))
     draws = Replicates(store, checksums, settings)
     stored_metrics = set(rows["metric"])

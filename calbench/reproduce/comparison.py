@@ -28,7 +28,7 @@ import pandas as pd
 from calbench.reproduce.published import published
 from calbench.reproduce.rules import rules
 from calbench.reproduce.spreads import procedure_spreads, verify_hint
-from calbench.runner.store import ResultStore
+from calbench.results.experiment import Results
 from calbench.stats.bootstrap import stored_bootstrap
 
 STATUSES = (
@@ -121,8 +121,8 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
     (`calbench.stats.bootstrap.BootstrapSettings`) also calbench's bootstrap interval of
     each number and whether the printed number lies in it (columns `INTERVAL_COLUMNS`)."""
     table = published(preset)
-    store = ResultStore(results_dir)
-    stored = store.read(preset)
+    store = Results.of(results_dir)
+    stored = store.rows(preset)
     values = _calbench_values(stored)
     ranked = _average_ranks(sorted(set(table["spec"]) - {""}), stored)
     known = rules()

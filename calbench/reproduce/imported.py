@@ -32,7 +32,7 @@ import pandas as pd
 
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
-from calbench.runner.store import ResultStore
+from calbench.results.store import ResultStore
 from calbench.tables.groups import tasks_file
 from calbench.validation import check_name
 from calbench.yaml_text import dump_yaml

@@ -11,7 +11,7 @@ import numpy as np
 
 from calbench.conf_files import group_files, read_group, swept_values
 from calbench.packs import paper_packs
-from calbench.runner.store import ResultStore
+from calbench.results.experiment import Results
 
 DRAWN = ("seed", "fold")
 
@@ -151,8 +151,8 @@ def procedure_spreads(results_dir, preset: str, methods) -> dict:
     """(dataset, method, metric) -> `Spread` of the stored cells of each procedure method:
     the newest cell of every draw its configs give (``method.params.seed`` or ``.fold``;
     one cell where the method has neither; `configured_draws`)."""
-    store = ResultStore(results_dir)
-    rows = store.read(preset, latest=False)
+    store = Results.of(results_dir)
+    rows = store.rows(preset, latest=False)
     rows = rows[rows["method"].isin(list(methods))]
     if rows.empty:
         return {}

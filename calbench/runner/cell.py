@@ -15,8 +15,8 @@ from calbench.calibrators.base import unconverged
 from calbench.criteria import TRAINED_PER_EPS
 from calbench.errors import CalbenchError
 from calbench.metrics.scoring import brier, wrong_certainties
+from calbench.results.predictions import FoldPredictions
 from calbench.runner.plan import CellPlan
-from calbench.runner.predictions import FoldPredictions
 from calbench.runner.selection import (
     classes_left_out,
     inner_splits,
@@ -186,7 +186,7 @@ def run_cell(plan: CellPlan) -> pd.DataFrame:
 
 
 def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
-    """The cell's rows and each fold's stored predictions (`calbench.runner.predictions`)."""
+    """The cell's rows and each fold's stored predictions (`calbench.results.predictions`)."""
     dataset = plan.load_dataset()
     method = plan.method
     rows, stored = [], []

@@ -11,13 +11,13 @@ from calbench.calibrators.methods import bounded_variant
 from calbench.data.identity import default_name
 from calbench.decision.family import CURVE_METRIC
 from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
+from calbench.results.locks import cell_lock
+from calbench.results.predictions import check_storage
+from calbench.results.store import ResultStore
 from calbench.runner.cell import evaluate_cell
-from calbench.runner.locks import cell_lock
 from calbench.runner.plan import CellPlan
-from calbench.runner.predictions import check_storage
 from calbench.runner.progress import running
 from calbench.runner.selection import edge_choices
-from calbench.runner.store import ResultStore
 from calbench.yaml_text import dump_yaml
 
 
@@ -28,7 +28,7 @@ def found_stored(plan: CellPlan) -> bool:
 
 
 def run_job(plan: CellPlan) -> str:
-    """Run (or skip) the planned cell, under its lock (`calbench.runner.locks`); returns
+    """Run (or skip) the planned cell, under its lock (`calbench.results.locks`); returns
     its config hash."""
     run, cell_hash, label = plan.spec.run, plan.hash, plan.label
     if found_stored(plan):

@@ -1,6 +1,6 @@
 """``calbench rescore``: new metrics on stored cells, from their stored predictions.
 
-Nothing is refitted: each cell's per-fold test predictions (`calbench.runner.predictions`)
+Nothing is refitted: each cell's per-fold test predictions (`calbench.results.predictions`)
 are scored with the named metrics, scored under the cell's own loss and prior shift, and
 the rows are added to the cell's file (a metric already stored under the same name is
 replaced). The cell's config keeps what it was run with and lists the added metrics under
@@ -19,8 +19,8 @@ from calbench.atomic import writable
 from calbench.conf_files import metric_sets
 from calbench.errors import CalbenchError, unknown_name
 from calbench.metrics import METRICS
-from calbench.runner.locks import cell_lock
-from calbench.runner.store import COLUMNS, ResultStore
+from calbench.results.locks import cell_lock
+from calbench.results.store import COLUMNS, ResultStore
 from calbench.yaml_text import dump_yaml
 
 

@@ -17,7 +17,7 @@ metrics that are a mean of per-sample terms (`PER_SAMPLE`: log-loss, Brier, accu
 risks, true confidence CE) are their terms' means (one gather per resample); KS, the binned
 ECEs and MCE, the average loss gap and the confidence variance are computed for all
 resamples at once (`calbench.stats.resampled`); every other metric is computed afresh on each
-resample (`calbench.runner.predictions.FoldPredictions.scores`: a prior shift's correction
+resample (`calbench.results.predictions.FoldPredictions.scores`: a prior shift's correction
 and weights included). Percentile intervals by default; BCa (Efron and Tibshirani 14.3)
 for the per-sample metrics, whose jackknife is closed-form.
 """
@@ -36,7 +36,7 @@ from calbench.decision.risk import bayes_decisions
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.metrics.scoring import log_loss_terms
-from calbench.runner.predictions import FoldPredictions
+from calbench.results.predictions import FoldPredictions
 from calbench.stats.resampled import VECTORISED
 
 DEFAULT_RESAMPLES = 1000

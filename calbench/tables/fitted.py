@@ -12,7 +12,7 @@ import pandas as pd
 
 from calbench.atomic import atomic_write_text
 from calbench.markup import markdown_table, md_text
-from calbench.runner.store import ResultStore, experiment_rows
+from calbench.results.experiment import Results
 
 #: The entries of a learned vector or matrix a table prints before "...".
 SHOWN_ENTRIES = 4
@@ -59,7 +59,7 @@ def fitted_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_fitted(results_dir, experiment: str) -> Path:
-    rows = experiment_rows(ResultStore(results_dir), experiment)
+    rows = Results.of(results_dir).experiment_rows(experiment)
     table = fitted_table(rows)
     text = (
         f"**What was fitted in {md_text(experiment)}: each cell's chosen grid point and, "

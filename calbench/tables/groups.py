@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from calbench.errors import CalbenchError
-from calbench.runner.store import ResultStore, experiment_rows
+from calbench.results.experiment import Results
 from calbench.tables.leaderboard import Leaderboard, labelled, leaderboard
 
 PROPERTIES = ("cal_size", "test_size", "n_classes", "classifier")
@@ -30,7 +30,7 @@ def task_properties(results_dir, experiment: str, beside: str | None = None) -> 
     """Per task, labelled as the leaderboard labels it (`labelled`): its data set,
     classifier, sizes and classes (``beside``: an experiment on the same tasks whose import
     recorded them, for a run of CalArena's collection that records none)."""
-    rows = experiment_rows(ResultStore(results_dir), experiment)
+    rows = Results.of(results_dir).experiment_rows(experiment)
     tasks = pd.DataFrame(
         {
             "task": labelled(rows)["dataset"],

@@ -30,7 +30,7 @@ from calbench.errors import CalbenchError
 from calbench.markup import markdown_table, md_text
 from calbench.metrics import higher_is_better
 from calbench.metrics.scoring import UNCONVERGED_MARK
-from calbench.runner.store import ResultStore, experiment_rows
+from calbench.results.experiment import Results
 from calbench.stats import arena
 from calbench.stats.bootstrap import BootstrapSettings
 from calbench.stats.ranks import task_ranks
@@ -100,11 +100,11 @@ def block_of(task: str) -> str:
     return task.split(" / ")[0]
 
 
-def pooled_rows(store, experiments: list[str]) -> pd.DataFrame:
+def pooled_rows(results: Results, experiments: list[str]) -> pd.DataFrame:
     """The rows of several experiments as one, on the methods all of them ran; a task (data
     set and model) met in two experiments keeps both, its model named with its experiment.
     Blocks stay data sets, across experiments: one data set's tasks resampled together."""
-    parts = [experiment_rows(store, e) for e in experiments]
+    parts = [results.experiment_rows(e) for e in experiments]
     common = set.intersection(*(set(p["method"]) for p in parts))
     if len(common) < 2:
         raise CalbenchError(
@@ -197,17 +197,17 @@ def leaderboard(
     labels, `calbench.tables.groups`; ``beside``: another experiment's methods on the same
     tasks as well, `with_beside`)."""
     settings = settings or BootstrapSettings()
-    store = ResultStore(results_dir)
+    results = Results.of(results_dir)
     pooled = [e.strip() for e in experiment.split(",") if e.strip()]
     if beside and len(pooled) > 1:
         raise CalbenchError(
             "--beside sets one experiment's tasks beside another's; pool the experiments "
             "(A,B,C) or compare one of them, not both at once."
         )
-    rows = pooled_rows(store, pooled) if len(pooled) > 1 else experiment_rows(store, experiment)
+    rows = pooled_rows(results, pooled) if len(pooled) > 1 else results.experiment_rows(experiment)
     experiment = "+".join(pooled)  # the pooled name its files take
     if beside:
-        rows = with_beside(rows, experiment_rows(store, beside), beside)
+        rows = with_beside(rows, results.experiment_rows(beside), beside)
         experiment = f"{experiment}+{beside}"
     values, cells = task_values(rows, metric)
     if tasks is not None:
@@ -236,7 +236,7 @@ def leaderboard(
     if paired and (sums == "").any():
         paired = False  # cells stored without predictions: no paired tests (the caption says)
     wins = arena.beats(complete.to_numpy(), better)
-    distinct = _paired(store, rows, cells, methods, settings) if paired else None
+    distinct = _paired(results, rows, cells, methods, settings) if paired else None
     clear = wins & distinct if paired else wins
 
     blocks = [block_of(t) for t in complete.index]

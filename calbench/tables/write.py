@@ -18,8 +18,9 @@ from calbench.atomic import atomic_write_text
 from calbench.conf_files import group_files, read_group
 from calbench.errors import CalbenchError
 from calbench.metrics import higher_is_better
-from calbench.runner.predictions import DamagedPredictions
-from calbench.runner.store import DamagedCells, ResultStore, superseded_cells
+from calbench.results.experiment import Results
+from calbench.results.predictions import DamagedPredictions
+from calbench.results.store import DamagedCells
 from calbench.stats.bootstrap import BootstrapSettings
 from calbench.tables.catalogue import build_table, layout_of
 from calbench.tables.certainties import mark_unconverged, mark_wrong_certainties
@@ -68,10 +69,10 @@ def write_tables(
     (`calbench.tables.generic`). Says what it built and what it skipped, with why. With
     ``intervals``, each value gets its bootstrap interval and a mark where it cannot be
     told from the row's best (`calbench.tables.intervals`)."""
-    store = ResultStore(results_dir)
-    rows = store.read(latest=False)
-    old = superseded_cells(rows)
-    rows = rows[~rows["config_hash"].isin(old)]
+    results = Results.of(results_dir)
+    store = results.store
+    rows = results.rows()
+    old = results.superseded()
     if old and echo:
         print(
             f"note: {len(old)} stored cell(s) share their labels with a newer cell (a config "

@@ -9,7 +9,7 @@ import pytest
 from calbench.errors import CalbenchError
 from calbench.plots.simplex import to_plane
 from calbench.plots.write import cd_figures
-from calbench.runner.store import COLUMNS, ResultStore
+from calbench.results.store import COLUMNS, ResultStore
 from calbench.simplex import simplex_grid
 from tests.conftest import store_row
 

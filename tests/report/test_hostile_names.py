@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calbench.runner.store import ResultStore
+from calbench.results.store import ResultStore
 from calbench.yaml_text import dump_yaml
 
 HOSTILE_METHODS = {

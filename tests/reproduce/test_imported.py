@@ -9,7 +9,7 @@ import pytest
 
 from calbench.errors import CalbenchError
 from calbench.reproduce.imported import experiment_name, import_calarena, method_name
-from calbench.runner.store import ResultStore
+from calbench.results.store import ResultStore
 from calbench.stats.arena import improvement_over_uncalibrated
 from calbench.tables.leaderboard import leaderboard
 

@@ -194,7 +194,7 @@ def test_procedure_spreads_run_over_seeds_or_folds_and_keep_each_draws_newest_ce
     model predicts; a draw rerun counts once, by its newest cell."""
     import os
 
-    from calbench.runner.store import COLUMNS, ResultStore
+    from calbench.results.store import COLUMNS, ResultStore
 
     store = ResultStore(tmp_path)
     cells = [
@@ -234,7 +234,7 @@ def test_procedure_spreads_run_over_seeds_or_folds_and_keep_each_draws_newest_ce
 def test_a_spread_holds_only_the_draws_the_shipped_configs_give(tmp_path):
     """Cells of draws the configs no longer give (seeds of an earlier sweep, a procedure
     made deterministic since) stay in the store but out of the spread."""
-    from calbench.runner.store import COLUMNS, ResultStore
+    from calbench.results.store import COLUMNS, ResultStore
 
     store = ResultStore(tmp_path)
     cells = [
@@ -355,17 +355,18 @@ def test_report_reads_average_ranks_from_calbenchs_own_rank_table(monkeypatch):
         for i, m in enumerate(methods)
     ]
 
-    class FakeStore:
-        def __init__(self, results_dir):
-            pass
+    class FakeResults:
+        @classmethod
+        def of(cls, results_dir):
+            return cls()
 
-        def read(self, experiment=None, latest=True):
+        def rows(self, experiment=None, latest=True):
             return pd.DataFrame(rows)
 
         def config(self, cell_hash):
             return {}
 
-    monkeypatch.setattr(report_module, "ResultStore", FakeStore)
+    monkeypatch.setattr(report_module, "Results", FakeResults)
     out = compare("kull_uci").set_index(["table", "dataset", "method"])
     lda = out.loc[("Table 2", "classifier:lda")]
     assert (
@@ -470,7 +471,7 @@ def test_uncalibrated_and_ts_rows_of_each_paper(tmp_path, published_logits, pres
 def _intervals_hold_the_equal_numbers(results_dir, preset):
     """`calbench reproduce --ci`: each number's interval is the recentred bootstrap of its
     own cell (drawn again here), and a printed number equal to calbench's lies inside."""
-    from calbench.runner.store import ResultStore
+    from calbench.results.store import ResultStore
     from calbench.stats.bootstrap import BootstrapSettings, bootstrap_cell
 
     settings = BootstrapSettings(resamples=200, seed=5, method="recentred")

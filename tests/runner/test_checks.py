@@ -142,8 +142,8 @@ def test_unknown_figure_formats_are_refused_first(tmp_path):
 def test_classes_an_inner_cv_leaves_out_are_counted_and_said(tmp_path, rng, capsys):
     """Unstratified inner CV (Valk's) on a calibration set with a one-sample class: the inner
     fold that tests that sample trains without the class; the run says so and stores it."""
+    from calbench.results.store import ResultStore
     from calbench.runner.job import run_job
-    from calbench.runner.store import ResultStore
 
     y_cal = np.r_[np.repeat([0, 1], 150), 2]
     y_test = rng.integers(0, 3, 300)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from calbench.errors import CalbenchError
+from calbench.results.store import ResultStore
 from calbench.runner.code import code_identity
-from calbench.runner.store import ResultStore
 
 CALIBRATOR = '''
 import numpy as np

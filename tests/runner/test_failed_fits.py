@@ -11,7 +11,7 @@ import pytest
 
 from calbench.calibrators import Calibrator, make_calibrator
 from calbench.errors import CalbenchError
-from calbench.runner.store import ResultStore
+from calbench.results.store import ResultStore
 from calbench.validation import check_scores
 
 

@@ -9,12 +9,12 @@ from calbench.calibrators import make_calibrator
 from calbench.data import load_dataset
 from calbench.errors import CalbenchError
 from calbench.metrics import log_loss
+from calbench.results.store import COLUMNS, ResultStore
 from calbench.runner.cell import run_cell
 from calbench.runner.job import run_job
 from calbench.runner.plan import plan_cell
 from calbench.runner.protocols import nested
 from calbench.runner.selection import AveragedCalibrator, select_and_fit
-from calbench.runner.store import COLUMNS, ResultStore
 from tests.conftest import overconfident_logits
 
 
@@ -196,7 +196,7 @@ def test_store_reads_cells_of_old_and_new_layouts_row_for_row(tmp_path):
 
     import pandas as pd
 
-    from calbench.runner.store import COLUMNS, ResultStore
+    from calbench.results.store import COLUMNS, ResultStore
 
     def cell(name, n, **labels):
         rows = {c: "x" for c in COLUMNS} | labels
@@ -253,7 +253,7 @@ def test_a_cells_rows_are_written_as_pandas_writes_them():
     JSON params with commas and quotes, tiny and huge floats, a missing value, ints."""
     import pandas as pd
 
-    from calbench.runner.store import csv_text
+    from calbench.results.store import csv_text
 
     frame = pd.DataFrame(
         {

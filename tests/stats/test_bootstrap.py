@@ -8,7 +8,7 @@ from calbench.conf_files import metric_sets
 from calbench.data.synthetic import SyntheticTrueMap, sample_labels
 from calbench.errors import CalbenchError
 from calbench.metrics.binned import _binned_error, equal_size_order
-from calbench.runner.predictions import FoldPredictions
+from calbench.results.predictions import FoldPredictions
 from calbench.simplex import softmax
 from calbench.stats import bootstrap
 from calbench.stats.bootstrap import (
@@ -196,8 +196,8 @@ def test_bad_settings_are_refused():
 def test_tables_with_ci_show_each_cells_interval_and_mark_the_ties(tmp_path):
     import pandas as pd
 
+    from calbench.results.store import ResultStore
     from calbench.runner.job import run_job
-    from calbench.runner.store import ResultStore
     from calbench.tables.write import write_tables
     from tests.runner.test_runner import plan
 
@@ -248,8 +248,8 @@ def test_cells_sharing_predictions_keep_their_own_metric_options(tmp_path):
     """Equal predictions are stored once (uncal is the same in every preset), so two cells
     may share a bootstrap cache file; a metric defined differently in each (Kull sums
     classwise ECE over classes, Gupta averages) gets each cell's own interval."""
+    from calbench.results.store import ResultStore
     from calbench.runner.job import run_job
-    from calbench.runner.store import ResultStore
     from calbench.stats.bootstrap import stored_bootstrap
     from tests.runner.test_runner import plan
 

@@ -10,7 +10,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
 from calbench.calibrators import make_calibrator
-from calbench.runner.store import ResultStore
+from calbench.results.store import ResultStore
 from calbench.tables.fitted import fitted_text, write_fitted
 
 

@@ -109,7 +109,7 @@ def store_dir(tmp_path_factory):
 
 
 def test_leaderboard_of_a_store_counts_only_wins_the_paired_test_confirms(store_dir):
-    from calbench.runner.store import ResultStore
+    from calbench.results.store import ResultStore
     from calbench.stats.bootstrap import BootstrapSettings, bootstrap_cell
     from calbench.tables.leaderboard import leaderboard, to_latex, to_markdown, write_leaderboard
 
@@ -199,7 +199,7 @@ def test_claims_verdicts_on_constructed_leads():
 
 def test_claims_on_a_store_match_the_paired_bootstrap_by_hand(store_dir):
     from calbench.reproduce.claims import Claim, check_claims, summary, to_markdown
-    from calbench.runner.store import ResultStore
+    from calbench.results.store import ResultStore
     from calbench.stats.bootstrap import BootstrapSettings, bootstrap_cell
 
     claims = [

@@ -310,7 +310,7 @@ def _store_curve(store, cell_hash, experiment, dataset, key, shift, value) -> No
 @pytest.mark.slow  # 17 s
 def test_every_risk_curve_spec_writes_its_csv_table_and_figure(tmp_path):
     from calbench.decision.family import curve_metric
-    from calbench.runner.store import ResultStore
+    from calbench.results.store import ResultStore
     from calbench.tables.write import table_specs, write_tables
 
     specs = {n: s for n, s in table_specs().items() if s["layout"] == "risk_curve"}
@@ -410,7 +410,7 @@ def test_a_curve_point_stored_twice_is_taken_from_the_newest_cell():
 
 
 def test_an_experiment_without_a_paper_layout_gets_generic_ranked_tables(tmp_path, capsys):
-    from calbench.runner.store import ResultStore
+    from calbench.results.store import ResultStore
     from calbench.tables.write import write_tables
 
     # Two tasks x three methods of a user's own sweep (experiment `default`); the true-map
@@ -451,7 +451,7 @@ def test_an_experiment_without_a_paper_layout_gets_generic_ranked_tables(tmp_pat
 def test_risk_curves_of_two_networks_are_kept_apart(tmp_path):
     """Ho's presets on several real networks: each network's curves and table on their own,
     named after it, never averaged together."""
-    from calbench.runner.store import ResultStore
+    from calbench.results.store import ResultStore
     from calbench.tables.write import table_specs, write_tables
 
     spec = table_specs()["ho_convex_reject_fig_4l"]

@@ -162,13 +162,13 @@ def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_floa
     (with its interval where the report has one) and status, the variant calbench follows
     otherwise (a paper's, or its own) with its number on the same data, and the two fit
     times (CalArena's from its machine, calbench's from this one: not a speed-up)."""
-    from calbench.runner.store import ResultStore
+    from calbench.results.experiment import Results
 
     ran = report[(report["metric"] == metric) & (report["status"] != "not run")]
     if ran.empty:
         return ""
     preset = BENCHMARKS[ran["table"].iloc[0]]
-    stored = ResultStore(results_dir).read(preset)
+    stored = Results.of(results_dir).rows(preset)
     values = stored[stored["metric"] == metric].groupby(["dataset", "method"])["value"].mean()
     seconds = stored.groupby(["dataset", "method"])["fit_seconds"].median()
     published_seconds = published_rows().drop_duplicates(["dataset", "column"])

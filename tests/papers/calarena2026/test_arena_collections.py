@@ -13,7 +13,8 @@ from calbench.data.hdf5 import expand_all_tasks
 from calbench.data.registry import registered_sets
 from calbench.errors import CalbenchError
 from calbench.reproduce.imported import import_calarena
-from calbench.runner.store import ResultStore, experiment_rows
+from calbench.results.experiment import Results
+from calbench.results.store import ResultStore
 from calbench.tables.leaderboard import leaderboard
 
 h5py = pytest.importorskip("h5py")
@@ -119,7 +120,7 @@ def test_the_arena_preset_runs_every_task_and_ranks_beside_the_published(tmp_pat
         f"results_dir={results}",
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = experiment_rows(ResultStore(results), "arena_cv_binary")
+    rows = Results(results).experiment_rows("arena_cv_binary")
     assert set(zip(rows["dataset"], rows["classifier"], strict=True)) == {
         ("c10", "densenet40"),
         ("c10", "lenet5"),
@@ -155,8 +156,8 @@ def test_an_experiment_mixing_published_and_run_cells_is_refused(tmp_path):
     results = tmp_path / "results"
     import_calarena(write_calarena(tmp_path / "src"), results)
     store = ResultStore(results)
-    rows = experiment_rows(store, "calarena_published_tabrepo_multiclass")
+    rows = Results(results).experiment_rows("calarena_published_tabrepo_multiclass")
     run = rows[rows["method"] == "ts"].assign(protocol="holdout", config_hash="0" * 16)
     store.write("0" * 16, run.drop(columns=["stored_at", "rows_sha256"], errors="ignore"))
     with pytest.raises(CalbenchError, match="holds both imported published results and"):
-        experiment_rows(store, "calarena_published_tabrepo_multiclass")
+        Results(results).experiment_rows("calarena_published_tabrepo_multiclass")

@@ -3,13 +3,13 @@
 A cell (one resolved configuration: experiment, dataset, method, criterion, loss, shift,
 protocol, metrics, seed) writes all its rows at once to ``store/<hash>.csv`` through a
 temporary file and ``os.replace``, so a reader sees the whole cell or nothing; its
-per-fold predictions go first to ``store/<hash>.npz`` (`calbench.runner.predictions`),
+per-fold predictions go first to ``store/<hash>.npz`` (`calbench.results.predictions`),
 named by checksum in the rows. Each row carries the time the cell was stored
-(``stored_at``) and the rows' own checksum (`calbench.runner.integrity`), checked on every
+(``stored_at``) and the rows' own checksum (`calbench.results.integrity`), checked on every
 read: a damaged file is named in one error, never read as numbers. A cell whose file
 exists and is whole is done: an interrupted sweep resumes by skipping it; one whose file
 is damaged is moved to ``store/damaged/`` and computed again. Writers of one cell take its
-lock (`calbench.runner.locks`), so two sweeps never compute it twice over or lose a
+lock (`calbench.results.locks`), so two sweeps never compute it twice over or lose a
 metric that `calbench rescore` added.
 """
 
@@ -29,9 +29,9 @@ import pandas as pd
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
-from calbench.runner import predictions as fold_predictions
-from calbench.runner.data_names import DataNames
-from calbench.runner.integrity import (
+from calbench.results import predictions as fold_predictions
+from calbench.results.data_names import DataNames
+from calbench.results.integrity import (
     SEAL,
     config_damage,
     config_mismatch,
@@ -39,7 +39,7 @@ from calbench.runner.integrity import (
     seal,
     seal_config,
 )
-from calbench.runner.predictions import FoldPredictions
+from calbench.results.predictions import FoldPredictions
 from calbench.yaml_text import load_yaml
 
 #: The labels that name a cell in tables; two stored cells sharing them (and their setting,
@@ -83,7 +83,7 @@ def now_iso() -> str:
 
 
 class DamagedCells(CalbenchError):
-    """Stored rows files that fail their check (`calbench.runner.integrity`)."""
+    """Stored rows files that fail their check (`calbench.results.integrity`)."""
 
     def __init__(self, problems: dict[Path, str]):
         self.problems = problems
@@ -149,7 +149,7 @@ class ResultStore:
         self, cell_hash: str, rows: pd.DataFrame, config_text: str = "", predictions=None
     ) -> Path:
         """Store a finished cell; its resolved config goes beside it for provenance, and its
-        per-fold predictions (``(folds, storage)``, see `calbench.runner.predictions`) before
+        per-fold predictions (``(folds, storage)``, see `calbench.results.predictions`) before
         the rows, whose ``predictions_sha256`` column then names them."""
         # Every cell has its config beside it (an empty one where none is given), named by
         # checksum in its rows: a config removed, cut or swapped is damage.
@@ -169,7 +169,7 @@ class ResultStore:
 
     def claim_data_name(self, experiment: str, name: str, data: dict) -> None:
         """Record that data set ``name`` of ``experiment`` is the user's files ``data``, or
-        refuse it where other files carry that name (`calbench.runner.data_names`)."""
+        refuse it where other files carry that name (`calbench.results.data_names`)."""
         DataNames(self.root).claim(experiment, name, data, self.configs)
 
     def remove(self, cell_hash: str) -> None:
@@ -192,7 +192,7 @@ class ResultStore:
         return self.root / f"{cell_hash}.yaml"
 
     def write_config(self, cell_hash: str, config_text: str) -> str:
-        """Write a cell's config (sealed, `calbench.runner.integrity.seal_config`); returns
+        """Write a cell's config (sealed, `calbench.results.integrity.seal_config`); returns
         the file's SHA-256, which the cell's rows name (``config_sha256``)."""
         text = seal_config(config_text)
         atomic_write_text(self._yaml(cell_hash), text)
@@ -369,28 +369,6 @@ def csv_text(frame: pd.DataFrame, columns: list[str], **constants) -> str:
     values = [["" if v != v else v for v in column(c)] for c in columns]
     writer.writerows(zip(*values, strict=True))
     return buffer.getvalue()
-
-
-def experiment_rows(store: ResultStore, experiment: str) -> pd.DataFrame:
-    """The latest rows of ``experiment``, or one error saying how to get some."""
-    rows = store.read(experiment)
-    if rows.empty:
-        raise CalbenchError(
-            f"No results for experiment {experiment!r} in {store.root.parent}; run `calbench "
-            f"run experiment={experiment}` (or your sweep) first; `calbench tables` lists the "
-            "experiments stored."
-        )
-    protocols = set(rows["protocol"])
-    if "published" in protocols and len(protocols) > 1:
-        # One ranking of published numbers and calbench's own runs would compare them as
-        # one kind of result, and a task named alike in both would be counted twice.
-        raise CalbenchError(
-            f"Experiment {experiment!r} holds both imported published results and calbench's "
-            "runs; rerun yours with experiment_name=OTHER (or import into another "
-            "--results-dir), then compare them with `calbench leaderboard OTHER --beside "
-            f"{experiment}`."
-        )
-    return rows
 
 
 def _written(part: pd.DataFrame, files: list[Path], counts: list[int]) -> np.ndarray:

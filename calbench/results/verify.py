@@ -1,6 +1,6 @@
 """``calbench store verify``: every file of a results store checked, and ``--repair``.
 
-A store holds, per cell, its rows (``<hash>.csv``, sealed by `calbench.runner.integrity`),
+A store holds, per cell, its rows (``<hash>.csv``, sealed by `calbench.results.integrity`),
 its config (``<hash>.yaml``) and its predictions (``<hash>.npz``, whose SHA-256 the rows
 name), and the arrays that cells share (``arrays/<content hash>.npz``, named by their
 content). `verify` lists what is wrong with any of them; `repair` moves each damaged cell
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calbench.errors import CalbenchError
-from calbench.runner import predictions as fold_predictions
-from calbench.runner.data_names import FILE_NAME as DATA_NAMES
-from calbench.runner.data_names import DataNames
-from calbench.runner.integrity import SEAL, config_damage, config_mismatch
-from calbench.runner.locks import cell_lock
-from calbench.runner.store import DamagedCells, ResultStore, is_stray
+from calbench.results import predictions as fold_predictions
+from calbench.results.data_names import FILE_NAME as DATA_NAMES
+from calbench.results.data_names import DataNames
+from calbench.results.integrity import SEAL, config_damage, config_mismatch
+from calbench.results.locks import cell_lock
+from calbench.results.store import DamagedCells, ResultStore, is_stray
 
 #: A temporary file older than this is a killed writer's (a write takes seconds).
 LEFTOVER_AGE_SECONDS = 600
@@ -99,7 +99,7 @@ def _sealed(store: ResultStore, cell_hash: str) -> bool:
 
 
 def _data_name_problems(store: ResultStore) -> list[Problem]:
-    """The data-name index (`calbench.runner.data_names`): damaged, or missing lines of
+    """The data-name index (`calbench.results.data_names`): damaged, or missing lines of
     the cells of the user's files (the file removed or cut at a line end)."""
     index = DataNames(store.root)
     problem = index.damage()

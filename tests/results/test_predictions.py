@@ -9,9 +9,9 @@ import pytest
 
 from calbench.errors import CalbenchError
 from calbench.metrics import confidence_ece, mce
+from calbench.results.store import ResultStore
 from calbench.runner.job import run_job
 from calbench.runner.rescore import metric_options, rescore
-from calbench.runner.store import ResultStore
 from calbench.yaml_text import load_yaml
 from tests.runner.test_runner import plan
 
@@ -70,7 +70,7 @@ def test_labels_and_uncalibrated_scores_are_stored_once_for_all_methods(tmp_path
 def test_a_store_with_one_shared_file_per_array_is_still_read(tmp_path):
     """Stores written before the fold's shared arrays went into one file name each array
     (``@y/0``) and hash it alone: sha256 of dtype, shape and bytes."""
-    from calbench.runner import predictions
+    from calbench.results import predictions
 
     rng = np.random.default_rng(0)
     y, uncal = rng.integers(0, 3, 20), rng.dirichlet(np.ones(3), 20)
@@ -187,7 +187,7 @@ def test_large_arrays_are_stored_uncompressed_and_read_back_equal(tmp_path, monk
     probabilities barely compress); the scores from the file are the stored rows'."""
     import zipfile
 
-    from calbench.runner import predictions
+    from calbench.results import predictions
 
     monkeypatch.setattr(predictions, "STORE_UNCOMPRESSED_BYTES", 1000)
     run_job(plan(*SMALL, f"results_dir={tmp_path}"))

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from calbench.data.identity import default_name
+from calbench.results.store import DamagedCells, ResultStore
+from calbench.results.verify import repair, verify
 from calbench.runner.job import run_job
-from calbench.runner.store import DamagedCells, ResultStore
-from calbench.runner.store_check import repair, verify
 from tests.cli.test_cli import calbench
 from tests.runner.test_runner import plan
 

@@ -8,7 +8,7 @@ a cell copied under another name is caught too. The file stays a plain CSV that 
 reads as it is. Cells stored before the column existed are checked for their shape alone:
 every line as many fields as the header, every value a number.
 
-`damage` says what is wrong with one file; `calbench.runner.store` checks each file it
+`damage` says what is wrong with one file; `calbench.results.store` checks each file it
 reads with it, and `calbench store verify` every file of a store.
 """
 
