@@ -1,5 +1,6 @@
 # calbench: common tasks. `make install` first on a fresh machine.
-PYTHON ?= python
+# python3 where it exists (a fresh Debian has no `python`), else python.
+PYTHON ?= $(shell command -v python3 >/dev/null 2>&1 && echo python3 || echo python)
 RESULTS ?= results
 
 .PHONY: install run test test-slow test-networks lint docs tables ho networks figures report reproduce reproduce-uci bench bench-gpu clean

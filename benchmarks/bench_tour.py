@@ -1,5 +1,5 @@
-"""The README's tour, timed: each command in a fresh folder, one after the other, as a
-newcomer types them (two made-up 4-class models' scores stand for the user's own).
+"""The README's tour, timed: each command of its table (read from the README itself) in a
+fresh folder, one after the other, as a newcomer types them.
 
     python benchmarks/bench_tour.py [--out results/bench]
 """
@@ -7,39 +7,20 @@ newcomer types them (two made-up 4-class models' scores stand for the user's own
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
-TOUR = [
-    "run",
-    "run method=dir_odir",
-    "run -m method=ts,vs,bcts,dir",
-    "tables",
-    "figures",
-    "run -m method=ts,vs,dir_odir,knn_kl dataset=npz dataset.path=model_a.npz,model_b.npz "
-    "results_dir=mine",
-    "tables --results-dir mine",
-    "store verify",
-    "data list",
-    "list methods",
-]
+def _tour() -> list[str]:
+    """The README's tour (its one source), without the leading ``calbench``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's tests
+    from tests.test_readme_tour import tour_commands
 
-
-def _models(folder: Path) -> None:
-    rng = np.random.default_rng(0)
-    for name, scale in (("model_a", 1.0), ("model_b", 2.5)):
-        n, k = 3000, 4
-        y = rng.integers(0, k, n)
-        z = rng.normal(size=(n, k))
-        z[np.arange(n), y] += 1.5
-        z *= scale
-        np.savez(folder / f"{name}.npz", logits_cal=z[:1500], y_cal=y[:1500],
-                 logits_test=z[1500:], y_test=y[1500:])  # fmt: skip
+    return [c.split(" ", 1)[1] for c in tour_commands()]
 
 
 def main() -> None:
@@ -49,10 +30,9 @@ def main() -> None:
     lines = ["| command | seconds |", "|---|---|"]
     total = 0.0
     with tempfile.TemporaryDirectory() as folder:
-        _models(Path(folder))
-        for command in TOUR:
+        for command in _tour():
             start = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "calbench.cli", *command.split()],
+            done = subprocess.run([sys.executable, "-m", "calbench.cli", *shlex.split(command)],
                                   cwd=folder, capture_output=True, text=True)  # fmt: skip
             seconds = time.perf_counter() - start
             if done.returncode != 0:

@@ -7,7 +7,6 @@ a temporary file in the target's directory, flushed to disk, then renamed over t
 from __future__ import annotations
 
 import contextlib
-import errno
 import io
 import os
 import tempfile
@@ -86,9 +85,8 @@ def writable(root):
         Path(root).mkdir(parents=True, exist_ok=True)
         yield
     except OSError as exc:
-        reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
+        from calbench.errors import file_fault
+
         raise CalbenchError(
-            f"Cannot write to {root} ({reason}: {exc.filename or root}); "
-            "nothing half-written was kept. Choose a writable folder with results_dir=DIR, "
-            "or free space."
+            f"Cannot write to {root}: {file_fault(exc)} Nothing half-written was kept."
         ) from None

@@ -68,6 +68,15 @@ def swept_values(config: dict, key: str) -> list[str]:
     return [override.get_value_element_as_str()]
 
 
+def parses(arg: str) -> bool:
+    """Whether Hydra's override grammar reads ``arg``."""
+    try:
+        _override_parser().parse_override(arg)
+    except Exception:  # the grammar's own error, which names no fix
+        return False
+    return True
+
+
 def override_values(arg: str) -> tuple[str | None, list[str] | None]:
     """(key, its values as strings) of a command-line override (``method=ts,vs`` ->
     ``("method", ["ts", "vs"])``, Hydra's prefixes ``+``, ``++`` and ``~`` dropped); the

@@ -39,10 +39,20 @@ def nearest(name, known) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
+#: What `calbench list KINDs` lists.
+LISTABLE = ("method", "calibrator", "metric", "preset", "dataset", "table")
+
+
 def unknown_name(kind: str, name, known, hint: str = "") -> CalbenchError:
     """The one form of every "no such X" error: the name, the nearest known one, the
     known ones (and ``hint``, e.g. where to find more)."""
-    listed = ", ".join(str(k) for k in sorted(known))
+    names = sorted(str(k) for k in known)
+    # A long list is one line no one reads: its close matches, then how many there are.
+    shown = names if len(names) <= 15 else difflib.get_close_matches(str(name), names, n=5)
+    listed = ", ".join(shown)
+    if len(shown) < len(names):
+        listed = f"{listed}{', ' if listed else ''}... ({len(names)} in all"
+        listed += f"; `calbench list {kind}s` lists them)" if kind in LISTABLE else ")"
     return CalbenchError(f"Unknown {kind} {name!r}{nearest(name, known)}; known: {listed}.{hint}")
 
 

@@ -32,19 +32,27 @@ def _visible(char: str) -> str:
     return f"\\u{ord(char):04x}"  # its backslash escaped as every other one
 
 
+def visible(text) -> str:
+    """``text`` with its invisible and direction-changing characters (controls, bidi
+    overrides, zero-width marks) written as their codes (``\\u202e``)."""
+    return "".join(
+        _visible(c) if unicodedata.category(c)[0] in "CZ" and c != " " else c for c in str(text)
+    )
+
+
+def html_text(text) -> str:
+    """``text`` for an HTML page: `visible`, then escaped (``<``, ``>``, ``&``, quotes)."""
+    import html
+
+    return html.escape(visible(text))
+
+
 def md_text(text) -> str:
     """``text`` as Markdown that shows exactly those characters (HTML's ``<``, ``>`` and
     ``&`` as entities, which Markdown passes through and every renderer shows as the
-    character; invisible and direction-changing characters as their code)."""
-    out = []
-    for char in str(text):
-        if char in _HTML:
-            out.append(_HTML[char])
-        elif unicodedata.category(char)[0] in "CZ" and char != " ":
-            out.append(_visible(char))
-        else:
-            out.append(char)
-    return _MARKDOWN.sub(lambda m: "\\" + m.group(0), "".join(out))
+    character; invisible and direction-changing characters as their codes, `visible`)."""
+    shown = "".join(_HTML.get(c, c) for c in visible(text))
+    return _MARKDOWN.sub(lambda m: "\\" + m.group(0), shown)
 
 
 def markdown_table(frame: pd.DataFrame, index: bool = True, **options) -> str:

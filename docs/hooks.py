@@ -4,7 +4,9 @@ A line ``<!-- calbench-list KIND -->`` in a page becomes the table ``calbench li
 prints (methods, calibrators, metrics, datasets, presets, tables), so the reference cannot
 drift from the code: a method added as one class and one YAML appears on its own. A line
 ``<!-- calbench-pack NAME -->`` becomes the paper pack's page: its ``README.md`` and what the
-pack holds (presets, methods, procedure twins, published tables, claims).
+pack holds (presets, methods, procedure twins, published tables, claims). A line
+``<!-- calbench-readme HEADING -->`` becomes the README's section of that heading, so the
+set-up and the tour have one source.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 
 _MARK = re.compile(r"^<!-- calbench-list (\w+) -->$", re.MULTILINE)
 _PACK = re.compile(r"^<!-- calbench-pack (\w+) -->$", re.MULTILINE)
+_README = re.compile(r"^<!-- calbench-readme (.+) -->$", re.MULTILINE)
 
 
 def _cell(value) -> str:
@@ -84,6 +87,19 @@ def _pack_page(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_section(heading: str) -> str:
+    """The README's ``## HEADING...`` section (to the next ``## ``), links made absolute
+    where they point into the repository's ``docs/``."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index(f"\n## {heading}")
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end != -1 else None].strip()
+    return re.sub(r"\]\(docs/", "](", section)
+
+
 def on_page_markdown(markdown, page, config, files):
+    markdown = _README.sub(lambda m: readme_section(m.group(1)), markdown)
     markdown = _PACK.sub(lambda m: _pack_page(m.group(1)), markdown)
     return _MARK.sub(lambda m: _table(m.group(1)), markdown)

@@ -11,6 +11,7 @@ from calbench.calibrators.constraints import NON_NEGATIVE, AutoOr, Choice
 from calbench.calibrators.newton import (
     NEWTON_MAX_CLASSES,
     newton_multinomial,
+    newton_steps,
     newton_vector,
     row_pull_terms,
 )
@@ -543,6 +544,8 @@ class MatrixScaling(ParametricCalibrator):
                 init,
                 weights,
                 free=free,
+                max_iter=newton_steps(self),
+                on_unconverged=self.unconverged,
                 center=center,
                 row_pull=row_pull,
             )

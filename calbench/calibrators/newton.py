@@ -63,6 +63,41 @@ def _finite(step: np.ndarray, x: np.ndarray) -> np.ndarray:
     return step
 
 
+#: The most Newton steps a fit takes (a calibrator's smaller ``max_iter`` lowers it): it
+#: converges in about 5 to 20 where it converges at all.
+NEWTON_MAX_STEPS = 100
+
+
+def newton_steps(model) -> int:
+    """The steps Newton's method may take for ``model``: its ``max_iter``, at most
+    `NEWTON_MAX_STEPS`."""
+    return min(int(getattr(model, "max_iter", NEWTON_MAX_STEPS)), NEWTON_MAX_STEPS)
+
+
+#: A line search that finds no decrease ends the fit at the optimum, where the gradient is
+#: about 0; with a gradient entry above this share of the objective it ends elsewhere (the
+#: objective not resolved at float64: scores of magnitude 1e30 gave 1.9e29 and ~1e30).
+STALLED_GRADIENT = 1e-2
+
+
+def _stalled(on_unconverged, grad: np.ndarray, value: float) -> None:
+    largest = float(np.abs(grad).max())
+    if on_unconverged is not None and largest > STALLED_GRADIENT * max(1.0, abs(value)):
+        on_unconverged(
+            f"Newton's method found no decrease left at a largest gradient entry of "
+            f"{largest:.1e} (objective {value:.3g}): the fit stopped short of its optimum "
+            "(scores too large for float64 arithmetic?); rescale the scores."
+        )
+
+
+def _ran_out(on_unconverged, max_iter: int, grad: np.ndarray) -> None:
+    if on_unconverged is not None:
+        on_unconverged(
+            f"Newton's method stopped after {max_iter} steps without converging (largest "
+            f"gradient entry {np.abs(grad).max():.1e}); raise max_iter or check the data."
+        )
+
+
 def _armijo(evaluate, value, slope):
     """Backtracking (Armijo) from the full Newton step: ``evaluate(scale) -> (objective,
     state)`` at ``params - scale * step``. Returns ``(objective, state, converged)``, or
@@ -89,6 +124,7 @@ def newton_multinomial(
     offset=0.0,
     center=0.0,
     row_pull=(0.0, 0.0),
+    on_unconverged=None,
 ):
     """Minimise ``mean log-loss(softmax(offset + x W^T + b)) + sum(penalty * ([W | b] -
     center)^2) + row_pull[0] * sum_i (sum_j W_ij - row_pull[1])^2``.
@@ -107,6 +143,10 @@ def newton_multinomial(
         Where the penalty pulls each entry.
     row_pull : (weight, center)
         A pull on each row's sum of weights (not the intercept), see `MatrixScaling`.
+
+    on_unconverged : callable or None
+        Told (one message) where ``max_iter`` steps end short of the convergence test
+        (`calbench.calibrators.base.Calibrator.unconverged`).
 
     Returns ``([W | b], iterations, final objective)``.
     """
@@ -150,10 +190,14 @@ def newton_multinomial(
 
         accepted = _armijo(at, value, float((grad * step).sum()))
         if accepted is None:
+            _stalled(on_unconverged, grad, value)
             break
         value, (a, p), converged = accepted
-        if converged:
+        if converged:  # no decrease left at float64: the optimum, where the gradient is ~0
+            _stalled(on_unconverged, grad, value)
             break
+    else:
+        _ran_out(on_unconverged, max_iter, grad)
     return a, iterations, float(value)
 
 
@@ -268,7 +312,9 @@ def _gram(a: np.ndarray) -> np.ndarray:
 LARGE_GRAM = 1e9
 
 
-def newton_vector(x, y, w, b, pen_w=0.0, center_w=1.0, pen_b=0.0, max_iter=100, tol=1e-10):
+def newton_vector(
+    x, y, w, b, pen_w=0.0, center_w=1.0, pen_b=0.0, max_iter=100, tol=1e-10, on_unconverged=None
+):
     """Minimise ``mean log-loss(softmax(x * w + b)) + sum(pen_w (w - center_w)^2) +
     sum(pen_b b^2)`` over the per-class scales ``w`` and intercepts ``b`` (vector scaling
     and its penalised forms) by Newton's method from ``(w, b)``.
@@ -282,7 +328,7 @@ def newton_vector(x, y, w, b, pen_w=0.0, center_w=1.0, pen_b=0.0, max_iter=100, 
     # contend for the same cores (5000 x 100: 9.8 ms an iteration's product and softmax
     # against 6.5 ms).
     with blas_threads(1):
-        return _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol)
+        return _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconverged)
 
 
 #: A Newton decrement (``g^T H^-1 g``, twice the objective's distance to the minimum) below
@@ -294,7 +340,7 @@ REUSE_DECREMENT = 1e-6
 FINAL_DECREMENT = 1e-12
 
 
-def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol):
+def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconverged):
     n, k = x.shape
     label_x, label_count = vector_label_sums(x, y)
     pen_w = np.broadcast_to(np.asarray(pen_w, dtype=np.float64), (k,))
@@ -346,11 +392,15 @@ def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol):
 
         accepted = _armijo(at, value, decrement)
         if accepted is None:
+            _stalled(on_unconverged, grad, value)
             break
         new_value, (w, b, p), converged = accepted
         # A full step that did what the model promised: the Hessian can serve again.
         reuse = decrement < REUSE_DECREMENT and value - new_value >= 0.25 * decrement
         value = new_value
         if converged:
+            _stalled(on_unconverged, grad, value)
             break
+    else:
+        _ran_out(on_unconverged, max_iter, grad)
     return w, b, iterations, float(value)

@@ -10,6 +10,7 @@ import numpy as np
 from calbench.calibrators.constraints import Choice
 from calbench.calibrators.newton import (
     NEWTON_VECTOR_MAX_CLASSES,
+    newton_steps,
     newton_vector,
     vector_label_sums,
     vector_log_loss,
@@ -84,6 +85,17 @@ class TemperatureScaling(ParametricCalibrator):
     @property
     def temperature_(self) -> float:
         return float(np.exp(self.log_temperature_))
+
+    def learned(self) -> dict:
+        """As `Calibrator.learned`, the per-class intercepts centred (mean 0): the softmax
+        ignores a shift they share, so only their differences are fitted, and a fit may
+        end anywhere along that shift (VS on a 4-class file: about -2991 each). Centred,
+        two fits' intercepts compare; the map itself is left as fitted."""
+        out = super().learned()
+        if isinstance(out.get("intercept_"), list):
+            values = np.asarray(out["intercept_"], dtype=float)
+            out["intercept_"] = (values - values.mean()).tolist()
+        return out
 
 
 class BiasCorrectedTemperatureScaling(TemperatureScaling):
@@ -183,7 +195,15 @@ class VectorScaling(TemperatureScaling):
             if np.shape(self.coef_) == (k,):
                 w, b = np.asarray(self.coef_), np.asarray(self.intercept_)
         self.coef_, self.intercept_, self.n_iter_, self.loss_ = newton_vector(
-            x, y, w, b, pen_w=pen_w, center_w=1.0, pen_b=pen_b
+            x,
+            y,
+            w,
+            b,
+            pen_w=pen_w,
+            center_w=1.0,
+            pen_b=pen_b,
+            max_iter=newton_steps(self),
+            on_unconverged=self.unconverged,
         )
 
     def _fit_vector_preconditioned(self, logits, y):

@@ -42,7 +42,12 @@ import numpy as np
 from calbench.calibrators.constraints import Choice
 from calbench.calibrators.matrix import MatrixScaling
 from calbench.calibrators.memory import available_memory
-from calbench.calibrators.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_vector
+from calbench.calibrators.newton import (
+    NEWTON_MAX_CLASSES,
+    newton_multinomial,
+    newton_steps,
+    newton_vector,
+)
 from calbench.calibrators.parametric import LBFGS_COPIES, ParametricCalibrator
 from calbench.calibrators.preconditioned import PRECONDITIONERS, fit_multinomial
 from calbench.calibrators.scaling import TemperatureScaling, VectorScaling
@@ -240,7 +245,15 @@ class StructuredScaling(ParametricCalibrator):
         if self.warm_start and getattr(self, "n_iter_", None) is not None:
             if np.shape(self.coef_) == (k, k):
                 init = np.hstack([self.coef_ - np.eye(k), self.intercept_[:, None]])
-        a, self.n_iter_, self.loss_ = newton_multinomial(x, y, init, penalty, offset=x)
+        a, self.n_iter_, self.loss_ = newton_multinomial(
+            x,
+            y,
+            init,
+            penalty,
+            offset=x,
+            max_iter=newton_steps(self),
+            on_unconverged=self.unconverged,
+        )
         self.coef_, self.intercept_ = a[:, :k] + np.eye(k), a[:, k].copy()
 
     def _initial_params(self, n_classes):

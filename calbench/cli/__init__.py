@@ -155,12 +155,54 @@ def check_group_choices(argv: list[str]) -> None:
             )
 
 
+#: Config groups whose options' keys are known before Hydra composes (`check_override_keys`).
+KEYED_GROUPS = ("dataset", "method", "criterion", "loss", "shift", "protocol")
+
+
+def check_override_keys(argv: list[str]) -> None:
+    """``KEY=VALUE`` overrides whose key nothing reads (``mehtod=ts``, ``dataset.pth=x``)
+    as one line with the nearest key, before Hydra answers with seven lines advising
+    ``+KEY``, which would add a key that nothing reads."""
+    from calbench.conf_files import parses, read_group
+    from calbench.errors import nearest
+    from calbench.runner.checks import run_keys
+
+    for arg in argv:
+        if not arg.startswith("-") and "=" in arg and not parses(arg):
+            fail(
+                f"{arg!r} is no override calbench can read (Hydra's grammar): quote a value "
+                "with spaces or any of ()[]{}<>'\",:=| in it, e.g. method.name='my name'."
+            )
+        if arg.startswith(("+", "~", "-")) or "=" not in arg:
+            continue
+        key = arg.split("=", 1)[0]
+        head, _, rest = key.partition(".")
+        if head.split("/")[0] == "hydra":  # Hydra's own settings and groups
+            continue
+        keys = [k for k in dict.fromkeys(run_keys()) if " " not in k and k != "hydra"]
+        if head not in run_keys():
+            fail(
+                f"unknown config key {head}{nearest(head, keys)}: nothing reads it. "
+                f"The keys are: {', '.join(keys)}."
+            )
+        if rest and head in KEYED_GROUPS:
+            sub = rest.split(".")[0]
+            known = sorted({k for o in read_group(head).values() for k in o} - {"defaults"})
+            if sub not in known:
+                hint = nearest(f"{head}.{sub}", [f"{head}.{k}" for k in known])
+                fail(
+                    f"unknown config key {head}.{sub}{hint}: no {head} option "
+                    f"reads it. The keys of {head} options are: {', '.join(known)}."
+                )
+
+
 def _run(argv: list[str]) -> None:
     import hydra
     from omegaconf import DictConfig
 
     check_results_dir(argv)
     check_group_choices(argv)
+    check_override_keys(argv)
 
     def app(cfg: DictConfig) -> dict:
         """One cell, as Hydra runs it (`run_cell`)."""

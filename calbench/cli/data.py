@@ -16,12 +16,14 @@ def main(argv: list[str]) -> None:
         description=service.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=["list", "fetch", "verify", "has", "present", "tasks"])
+    parser.add_argument(
+        "command", choices=["list", "fetch", "verify", "has", "present", "tasks", "example"]
+    )
     parser.add_argument(
         "names",
         nargs="*",
         help="data set names for fetch (or all) and has; a preset for present; an HDF5 "
-        "benchmark file for tasks",
+        "benchmark file for tasks; a folder for example (default: here)",
     )
     tasks_options = parser.add_argument_group(
         "tasks FILE: the file's tasks as one sweep value (dataset.task=...), filtered by"
@@ -88,6 +90,16 @@ def main(argv: list[str]) -> None:
             print(tabulate(rows, headers=["task", "classes", "calibration", "test"]))
         else:
             print(",".join(t.name for t in found))
+    elif args.command == "example":
+        from calbench.data.example import write_example_models
+
+        if len(args.names) > 1:
+            raise CalbenchError("Name at most one folder: calbench data example [FOLDER]")
+        paths = write_example_models(args.names[0] if args.names else ".")
+        print(
+            f"wrote {' and '.join(str(p) for p in paths)}: two made-up 4-class models' scores "
+            "(1,500 calibration and 1,500 test rows each), standing for yours"
+        )
     elif args.command == "fetch":
         if not args.names:
             raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")

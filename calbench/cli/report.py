@@ -6,6 +6,7 @@ import argparse
 
 import calbench.report as service
 from calbench.report.html import DEFAULT_METRICS
+from calbench.results.experiment import Results
 from calbench.stats.bootstrap import BootstrapSettings
 
 
@@ -35,8 +36,11 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     intervals = BootstrapSettings() if args.ci else None
+    results = Results(args.results_dir)  # read once, for every part of both pages
+    if args.metric:
+        service.check_metrics(results, args.experiment, args.metric)
     metrics = args.metric or list(DEFAULT_METRICS)
-    parts = service.report_parts(args.experiment, args.results_dir, metrics, intervals)
+    parts = service.report_parts(args.experiment, results, metrics, intervals)
     print(f"wrote {service.write_report(args.experiment, args.results_dir, parts=parts)}")
     if args.html:
         from calbench.report.html import write_html_report

@@ -55,14 +55,19 @@ def main(argv: list[str]) -> None:
     unknown = sorted(set(formats) - set(RENDERERS))
     if unknown:
         raise CalbenchError(f"Unknown table format(s) {unknown}; known: {sorted(RENDERERS)}.")
-    for path in service.write_tables(
+    written = service.write_tables(
         args.results_dir,
         args.experiment,
         formats,
         draw_curve=risk_curve_files,
         intervals=intervals,
-    ):
-        print(f"wrote {path}")
+    )
+    folders = sorted({str(p.parent) for p in written})
+    print(f"wrote {len(written)} file(s) in {', '.join(folders)}")
+    # One table on the terminal, the log-loss one where there is one: the files hold all.
+    shown = [p for p in written if p.suffix == ".md" and p.stem.endswith("_log_loss")]
+    if shown:
+        print(f"\n{shown[0]}:\n{shown[0].read_text()}")
     if args.fitted:
         from calbench.plots.write import stored_experiments
         from calbench.tables.fitted import write_fitted

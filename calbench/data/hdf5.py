@@ -266,6 +266,12 @@ def load_hdf5(path, task, name=None, split_task=False):
     as CalArena's results name it), so a sweep's blocks are data sets, not tasks."""
     from calbench.data.dataset import Dataset
 
+    if task in (None, "", "???"):
+        raise CalbenchError(
+            f"dataset.task is not set: name one task of {str(path)!r} with "
+            "dataset.task=DATASET/MODEL (`calbench data tasks FILE` lists them), or run them "
+            "all with -m dataset.task=all."
+        )
     check_task_name(path, task)
     arrays = read_task(path, task)
     parts = {}

@@ -56,6 +56,10 @@ class MetricSpec:
     function: object
     needs: str = "labels"
     higher_is_better: bool = False
+    #: A diagnostic describes the predictions without being better one way (the
+    #: confidences' spread, the uncalibrated model's own risk, a term every method shares):
+    #: tables show it and never rank it, and no leaderboard is made of it.
+    diagnostic: bool = False
 
 
 METRICS = {
@@ -79,16 +83,16 @@ METRICS = {
     # Murphy's decomposition of the Brier score, exact with Stephenson et al.'s within-bin term.
     "brier_reliability": MetricSpec(brier_reliability),
     "brier_resolution": MetricSpec(brier_resolution, higher_is_better=True),
-    "brier_uncertainty": MetricSpec(brier_uncertainty),
-    "brier_within_bins": MetricSpec(brier_within_bins),
-    "confidence_variance": MetricSpec(confidence_variance),
+    "brier_uncertainty": MetricSpec(brier_uncertainty, diagnostic=True),
+    "brier_within_bins": MetricSpec(brier_within_bins, diagnostic=True),
+    "confidence_variance": MetricSpec(confidence_variance, diagnostic=True),
     "true_confidence_ce": MetricSpec(true_confidence_ce, needs="true_probs"),
     "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
     "average_loss_gap": MetricSpec(average_loss_gap, needs="labels_or_true"),
     "empirical_risk": MetricSpec(empirical_risk, needs="loss"),
-    "model_risk": MetricSpec(model_risk, needs="loss"),
+    "model_risk": MetricSpec(model_risk, needs="loss", diagnostic=True),
     "risk_gap": MetricSpec(risk_gap, needs="loss"),
-    "argmax_changed": MetricSpec(argmax_changed, needs="reference"),
+    "argmax_changed": MetricSpec(argmax_changed, needs="reference", diagnostic=True),
     # Consistency-resampling tests (opt-in: 10,000 resamples cost seconds per fold).
     "confidence_ece_p_value": MetricSpec(confidence_ece_p_value, higher_is_better=True),
     "classwise_ece_p_value": MetricSpec(classwise_ece_p_value, higher_is_better=True),
@@ -139,6 +143,19 @@ def evaluate(
         else:
             values[out_name] = f(probs, y, **options)
     return values
+
+
+def is_diagnostic(metric_name: str, metrics_config: dict | None = None) -> bool:
+    """Whether a stored or output metric name is a diagnostic (`MetricSpec.diagnostic`),
+    its ``fn`` alias resolved as `higher_is_better` resolves it; a name no metric set
+    defines (a runner's count, e.g. ``wrong_certainties``) is not one."""
+    from calbench.decision.family import curve_eps
+
+    if curve_eps(metric_name) is not None:
+        return False
+    options = (_shipped_outputs() if metrics_config is None else metrics_config).get(metric_name)
+    spec = METRICS.get((options or {}).get("fn", metric_name))
+    return spec is not None and spec.diagnostic
 
 
 def higher_is_better(metric_name: str, metrics_config: dict | None = None) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from calbench.atomic import atomic_write_text
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, nearest
 from calbench.markup import md_link, md_text
 from calbench.plots.write import risk_curve_files
 from calbench.results.experiment import Results
@@ -39,12 +39,16 @@ def claims_section(experiment: str, results_dir) -> str:
 
 def leaderboards(experiment: str, results_dir, metrics) -> dict:
     """Metric -> its `Leaderboard`, or the reason there is none (a string)."""
+    from calbench.results.predictions import DamagedPredictions
+    from calbench.results.store import DamagedCells
     from calbench.tables.leaderboard import leaderboard
 
     boards = {}
     for metric in metrics:
         try:
             boards[metric] = leaderboard(results_dir, experiment, metric)
+        except (DamagedCells, DamagedPredictions):
+            raise  # damage stops the page: it would show a board without its cells
         except CalbenchError as exc:
             boards[metric] = str(exc)
     return boards
@@ -69,6 +73,18 @@ class ReportParts:
     claims: str
     #: The figures `calbench figures` drew for the experiment.
     figures: list
+
+
+def check_metrics(results: Results, experiment: str, metrics) -> None:
+    """The leaderboards asked for by name (``--metric``) must be of stored metrics: one
+    line before anything is written, so the last page stays as it was."""
+    stored = sorted(set(results.experiment_rows(experiment)["metric"]))
+    unknown = [m for m in metrics if m not in stored]
+    if unknown:
+        raise CalbenchError(
+            f"--metric {unknown[0]}: {experiment} stores no such metric"
+            f"{nearest(unknown[0], stored)}; it stores {', '.join(stored)}."
+        )
 
 
 def report_parts(experiment: str, results_dir, metrics=("log_loss",), intervals=None):
@@ -101,8 +117,23 @@ def report_parts(experiment: str, results_dir, metrics=("log_loss",), intervals=
         },
         tables=tables,
         claims=claims_section(experiment, results),
-        figures=sorted((results.dir / "figures").glob(f"{experiment}_*.png")),
+        figures=figures_of(experiment, results),
     )
+
+
+def figures_of(experiment: str, results: Results) -> list[Path]:
+    """The figures drawn for ``experiment`` in this results folder; drawn now (as PNG)
+    where none are, so the page shows what it reports."""
+    from calbench.plots.write import write_figures
+
+    figures = sorted((results.dir / "figures").glob(f"{experiment}_*.png"))
+    if not figures:
+        try:
+            write_figures(experiment, results, formats=("png",))
+        except CalbenchError as exc:  # none can be drawn (e.g. no stored predictions)
+            print(f"no figures for {experiment}: {exc}")
+        figures = sorted((results.dir / "figures").glob(f"{experiment}_*.png"))
+    return figures
 
 
 def leaderboard_section(parts: ReportParts) -> list[str]:
@@ -153,8 +184,8 @@ def write_report(
         lines += [md_link(p.stem, f"../figures/{p.name}", image=True) for p in figures]
     else:
         lines.append(
-            f"None drawn yet: `calbench figures --experiment {experiment}` (`--ci` for "
-            "bootstrap intervals on the reliability diagrams)."
+            f"None could be drawn: `calbench figures --experiment {experiment} --results-dir "
+            f"{results_dir}` says why."
         )
     lines += [
         "",

@@ -24,6 +24,7 @@ import pandas as pd
 
 from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
+from calbench.markup import html_text
 from calbench.results.experiment import Results
 from calbench.tables.fitted import fitted_text
 
@@ -71,7 +72,7 @@ def write_html_report(
             Section("reproduction", "Reproduction", markdown_html(overview.read_text()))
         )
     sections += [
-        Section("figures", "Figures", figures_html(parts.figures, experiment)),
+        Section("figures", "Figures", figures_html(parts.figures, experiment, results_dir)),
         Section("cells", "Cells", cells_html(cells, [*metrics, *CELL_METRICS])),
     ]
     environment = jinja2.Environment(
@@ -119,14 +120,14 @@ def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def cell_link(cell_hash: str, text: str) -> str:
-    return f'<a href="#cell-{_slug(cell_hash)}">{html.escape(text)}</a>'
+    return f'<a href="#cell-{_slug(cell_hash)}">{html_text(text)}</a>'
 
 
 def method_link(label: str, methods) -> str:
     """A leaderboard's method (``ts/nll`` where it competes per criterion; ``methods``: the
     stored methods' names, which may hold a '/' themselves) to its cells."""
     method = label if label in methods else label.rsplit("/", 1)[0]
-    return f'<a href="#method-{_slug(method)}">{html.escape(label)}</a>'
+    return f'<a href="#method-{_slug(method)}">{html_text(label)}</a>'
 
 
 def cells_html(cells: pd.DataFrame, metrics) -> str:
@@ -142,9 +143,9 @@ def cells_html(cells: pd.DataFrame, metrics) -> str:
             anchor = f' id="method-{_slug(cell["method"])}"'
         tds = [
             f'<td id="cell-{_slug(cell["config_hash"])}"><code>'
-            f"{html.escape(str(cell['config_hash']))}</code></td>",
+            f"{html_text(str(cell['config_hash']))}</code></td>",
             _td(cell["dataset"]),
-            f"<td{anchor}>{html.escape(str(cell['method']))}</td>",
+            f"<td{anchor}>{html_text(str(cell['method']))}</td>",
             _td(cell["criterion"]),
             _td(cell["protocol"]),
             _num(cell["folds"], "{:d}"),
@@ -191,14 +192,12 @@ def setup_html(results: Results, rows: pd.DataFrame, cells: pd.DataFrame) -> str
     parts += [
         "<h3>Protocol and provenance</h3>",
         "<ul>",
-        *(f"<li>protocol: {html.escape(p)}</li>" for p in protocols),
-        f"<li>seeds: {html.escape(', '.join(map(str, sorted(rows['seed'].unique()))))}</li>",
-        f"<li>calbench version(s): {html.escape(versions)}</li>",
+        *(f"<li>protocol: {html_text(p)}</li>" for p in protocols),
+        f"<li>seeds: {html_text(', '.join(map(str, sorted(rows['seed'].unique()))))}</li>",
+        f"<li>calbench version(s): {html_text(versions)}</li>",
     ]
     if len(stored):
-        parts.append(
-            f"<li>stored from {html.escape(stored.min())} to {html.escape(stored.max())}</li>"
-        )
+        parts.append(f"<li>stored from {html_text(stored.min())} to {html_text(stored.max())}</li>")
     parts.append("</ul>")
     return "\n".join(parts)
 
@@ -215,15 +214,20 @@ def data_sets_html(cells: pd.DataFrame, configs: dict) -> str:
         _open_table(["data set", "cells", "source", "classes", "calibration / test rows", "papers"])
     ]
     for name, group in cells.groupby("dataset"):
-        dataset = configs.get(group["config_hash"].iloc[0], {}).get("dataset") or {}
+        config = configs.get(group["config_hash"].iloc[0], {})
+        dataset = config.get("dataset") or {}
         registry = dataset.get("registry") or {}
-        rows = [registry.get("n_cal"), registry.get("n_test")]
+        shape = config.get("shape") or {}  # as the cell ran on it (a user's file has no entry)
+        rows = [
+            shape.get("calibration_rows", registry.get("n_cal")),
+            shape.get("test_rows", registry.get("n_test")),
+        ]
         lines.append(
             "<tr>"
             + _td(name)
             + _num(len(group), "{:d}")
             + f"<td>{_source_html(dataset)}</td>"
-            + _td(registry.get("classes", ""))
+            + _td(shape.get("classes", registry.get("classes", "")))
             + _td(" / ".join(str(r) for r in rows) if any(rows) else "")
             + _td(", ".join(registry.get("papers", [])))
             + "</tr>"
@@ -237,7 +241,7 @@ def _source_html(dataset: dict) -> str:
     user's file and its loader."""
     files = (dataset.get("registry") or {}).get("files") or []
     links = [
-        f'<a href="{html.escape(url)}">{html.escape(f["name"])}</a>'
+        f'<a href="{html_text(url)}">{html_text(f["name"])}</a>'
         for f in files
         for url in (f.get("urls") or [])[:1]
         if str(url).startswith(("https://", "http://"))
@@ -247,8 +251,8 @@ def _source_html(dataset: dict) -> str:
     path = dataset.get("path")
     loader = dataset.get("loader", "")
     if path:
-        return f"<code>{html.escape(Path(str(path)).name)}</code> ({html.escape(str(loader))})"
-    return html.escape(str(loader or "generated"))
+        return f"<code>{html_text(Path(str(path)).name)}</code> ({html_text(str(loader))})"
+    return html_text(str(loader or "generated"))
 
 
 def methods_html(cells: pd.DataFrame, configs: dict) -> str:
@@ -290,7 +294,7 @@ def _edge_td(grid: dict, chosen) -> str:
         return _td("-")
     text = "; ".join(f"{what} on {n} of {len(chosen)} cells" for what, n in counts.items())
     if max(counts.values()) * 2 > len(chosen):
-        return f'<td class="caveat">{html.escape(text)}: the grid may stop short</td>'
+        return f'<td class="caveat">{html_text(text)}: the grid may stop short</td>'
     return _td(text)
 
 
@@ -314,14 +318,14 @@ def leaderboards_html(results_dir: Path, report) -> str:
 
     parts = []
     for metric, board in report.boards.items():
-        parts.append(f'<h3 id="leaderboard-{_slug(metric)}">{html.escape(metric)}</h3>')
+        parts.append(f'<h3 id="leaderboard-{_slug(metric)}">{html_text(metric)}</h3>')
         if isinstance(board, str):
-            parts.append(f'<p class="note">No leaderboard: {html.escape(board)}</p>')
+            parts.append(f'<p class="note">No leaderboard: {html_text(board)}</p>')
             continue
         caveat = few_blocks_caveat(board)
         if caveat:
-            parts.append(f'<p class="caveat">{html.escape(caveat)}</p>')
-        parts.append(f'<p class="caption">{html.escape(caption(board))}</p>')
+            parts.append(f'<p class="caveat">{html_text(caveat)}</p>')
+        parts.append(f'<p class="caption">{html_text(caption(board))}</p>')
         methods = set(report.rows["method"])
         parts.append(_board_table(board, display_frame(board), methods))
         parts.append(_per_task_table(board, board.cells, methods))
@@ -362,7 +366,7 @@ def _per_task_table(board, hashes: pd.DataFrame, methods) -> str:
     if "ts_distinguishable" in per_task:
         head += ["TS told apart from the best?"]
     lines = [
-        f'<p class="note">Per task: the best method on {html.escape(board.metric)}; the '
+        f'<p class="note">Per task: the best method on {html_text(board.metric)}; the '
         "values link to their cells.</p>",
         _open_table(head),
     ]
@@ -395,22 +399,23 @@ def _linked_value(value: float, cell_hashes) -> str:
 def tables_html(tables) -> str:
     """The ranked tables' Markdown files as HTML, or why there are none."""
     if isinstance(tables, CalbenchError):
-        return f'<p class="note">No tables: {html.escape(str(tables))}</p>'
+        return f'<p class="note">No tables: {html_text(str(tables))}</p>'
     return "\n".join(markdown_html(path.read_text()) for path in tables)
 
 
-def figures_html(paths, experiment: str) -> str:
+def figures_html(paths, experiment: str, results_dir: Path) -> str:
     if not paths:
         return (
-            '<p class="note">None drawn yet: <code>calbench figures --experiment '
-            f"{html.escape(experiment)}</code>, then this report again.</p>"
+            '<p class="note">None could be drawn: <code>calbench figures --experiment '
+            f"{html_text(experiment)} --results-dir {html_text(str(results_dir))}</code> "
+            "says why.</p>"
         )
     return "\n".join(_figure(path) for path in paths)
 
 
 def _figure(path: Path) -> str:
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    name = html.escape(Path(path).stem)
+    name = html_text(Path(path).stem)
     return (
         f'<figure id="figure-{_slug(Path(path).stem)}"><img alt="{name}" '
         f'src="data:image/png;base64,{data}"><figcaption>{name}</figcaption></figure>'
@@ -485,16 +490,16 @@ def _numeric_cell(match: re.Match) -> str:
 
 
 def _open_table(head) -> str:
-    ths = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
+    ths = "".join(f"<th>{html_text(str(h))}</th>" for h in head)
     return f'<table class="sortable"><thead><tr>{ths}</tr></thead><tbody>'
 
 
 def _td(value, sort=None) -> str:
     text = "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
     if sort is None or (isinstance(sort, float) and np.isnan(sort)):
-        return f"<td>{html.escape(text)}</td>"
+        return f"<td>{html_text(text)}</td>"
     sort = 1e300 if np.isinf(sort) else float(sort)
-    return f'<td class="num" data-sort="{sort!r}">{html.escape(text)}</td>'
+    return f'<td class="num" data-sort="{sort!r}">{html_text(text)}</td>'
 
 
 def _num(value, fmt: str) -> str:

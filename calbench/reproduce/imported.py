@@ -46,6 +46,15 @@ METRICS = {
     "kuiper": "kuiper_error",
 }
 TASK_COLUMNS = ("dataset", "model", "cal_size", "test_size")
+#: The values each of CalArena's metrics can take; one outside is a damaged file.
+RANGES = {
+    "brier": (0.0, 2.0),
+    "logloss": (0.0, float("inf")),
+    "ece-15": (0.0, 1.0),
+    "accuracy": (0.0, 1.0),
+    "kuiper": (0.0, 1.0),
+    "time": (0.0, float("inf")),
+}
 #: Where the experiment names come from.
 PREFIX = "calarena_published_"
 
@@ -97,17 +106,23 @@ def _parsed(path: Path, data: bytes) -> pd.DataFrame:
     return pd.DataFrame(lines[1:], columns=lines[0])
 
 
-def _numbers(path: Path, frame: pd.DataFrame, column: str, required: bool) -> pd.Series:
+def _numbers(
+    path: Path, frame: pd.DataFrame, column: str, required: bool, bounds=(-np.inf, np.inf)
+) -> pd.Series:
     """A column as numbers; an empty field is a missing value only where CalArena leaves
-    some (a metric), and a field that is no number is named."""
+    some (a metric), and a field that is no finite number, or lies outside ``bounds``, is
+    named with its line."""
     text = frame[column].str.strip()
     values = pd.to_numeric(text, errors="coerce")
-    wrong = values.isna() & ((text != "") | required)
-    if wrong.any():
-        line = int(np.flatnonzero(wrong.to_numpy())[0]) + 2
-        raise _not_a_result_file(
-            path, f"line {line}: {column} = {frame[column].iloc[line - 2]!r} is not a number"
-        )
+    wrong = (values.isna() & ((text != "") | required)) | np.isinf(values)
+    low, high = bounds
+    outside = (values < low) | (values > high)
+    for rows, problem in ((wrong, "is not a number"), (outside, f"lies outside [{low}, {high}]")):
+        if rows.any():
+            line = int(np.flatnonzero(rows.to_numpy())[0]) + 2
+            raise _not_a_result_file(
+                path, f"line {line}: {column} = {frame[column].iloc[line - 2]!r} {problem}"
+            )
     return values.astype(float)
 
 
@@ -128,6 +143,17 @@ def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             f"{', '.join(TASK_COLUMNS)}, {method}_brier (and the other metrics) and "
             f"{time_column}; it has {', '.join(frame.columns[:8])}."
         )
+    known = {*TASK_COLUMNS, "n_classes", *(f"{method}_{m}" for m in [*METRICS, "time"])}
+    unknown = [c for c in frame.columns if c not in known]
+    if unknown:  # a misspelt metric would otherwise go missing without a word
+        raise _not_a_result_file(
+            path,
+            f"column {unknown[0]!r} is none of CalArena's ({method}_brier, "
+            f"{method}_logloss, {method}_ece-15, {method}_accuracy, {method}_kuiper, "
+            f"{method}_time and the task columns)",
+        )
+    if frame.empty:
+        raise _not_a_result_file(path, "it holds a header and no rows")
     twice = frame.duplicated(["dataset", "model"], keep=False)
     if twice.any():
         first = frame[twice].iloc[0]
@@ -136,14 +162,16 @@ def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             path,
             f"task {first['dataset']} / {first['model']} is listed more than once (lines {lines})",
         )
-    fit_seconds = _numbers(path, frame, time_column, required=True)
+    fit_seconds = _numbers(path, frame, time_column, required=True, bounds=RANGES["time"])
     parts = [
         pd.DataFrame(
             {
                 "dataset": frame["dataset"],
                 "classifier": frame["model"],
                 "metric": name,
-                "value": _numbers(path, frame, f"{method}_{suffix}", required=False),
+                "value": _numbers(
+                    path, frame, f"{method}_{suffix}", required=False, bounds=RANGES[suffix]
+                ),
                 "fit_seconds": fit_seconds,
             }
         )
@@ -200,12 +228,18 @@ def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tupl
     for collection, files in read.items():
         experiment = experiment_name(collection.name)
         tasks, properties = set(), []
+        imported = set()
         for path, (rows, task_sizes, sha256) in files:
             cell_hash = _store_file(store, experiment, collection.name, path, rows, sha256)
+            imported.add(f"{collection.name}/{path.name}")
             for old in by_source.get(f"{collection.name}/{path.name}", set()) - {cell_hash}:
                 store.remove(old)  # the file's earlier content: replaced, never averaged
             tasks |= set(zip(rows["dataset"], rows["classifier"], strict=True))
             properties.append(task_sizes)
+        for source, cells in by_source.items():  # a file gone from the folder: its numbers too
+            if source.split("/")[0] == collection.name and source not in imported:
+                for old in cells:
+                    store.remove(old)
         _write_task_properties(results_dir, experiment, properties)
         summary[experiment] = (len(tasks), len(files))
     return summary

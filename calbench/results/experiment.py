@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from calbench.errors import CalbenchError
+from calbench.errors import CalbenchError, nearest
 from calbench.results.predictions import FoldPredictions
 from calbench.results.store import ResultStore, superseded_cells
 
@@ -49,6 +49,11 @@ class Results:
         """Every stored row (of ``experiment``), as `ResultStore.read` gives them: with
         ``latest``, without the cells a newer one supersedes."""
         if self._all is None:
+            if self.dir.exists() and not self.dir.is_dir():
+                raise CalbenchError(
+                    f"--results-dir {self.dir} is a file, not a results folder; give the "
+                    "folder `calbench run results_dir=...` wrote."
+                )
             self._all = self.store.read(latest=False)
             self._superseded = set(superseded_cells(self._all))
         rows = self._all
@@ -62,11 +67,7 @@ class Results:
         """The latest rows of ``experiment``, or one error saying how to get some."""
         rows = self.rows(experiment)
         if rows.empty:
-            raise CalbenchError(
-                f"No results for experiment {experiment!r} in {self.dir}; run `calbench run "
-                f"experiment={experiment}` (or your sweep) first; `calbench tables` lists the "
-                "experiments stored."
-            )
+            raise CalbenchError(self._no_experiment(experiment))
         protocols = set(rows["protocol"])
         if "published" in protocols and len(protocols) > 1:
             # One ranking of published numbers and calbench's own runs would compare them
@@ -78,6 +79,23 @@ class Results:
                 f"--beside {experiment}`."
             )
         return rows
+
+    def _no_experiment(self, experiment: str) -> str:
+        """Why ``experiment`` has no rows, with the nearest stored name and how to get it."""
+        from calbench.conf_files import group_files
+
+        stored = sorted(set(self.rows()["experiment"])) if self.store.root.is_dir() else []
+        if experiment in group_files("experiment"):
+            how = f"Run `calbench run experiment={experiment}` first."
+        else:
+            how = (
+                "Runs without experiment= are stored as `default`, and experiment_name=NAME "
+                "names your own runs."
+            )
+        return (
+            f"No experiment {experiment!r} in {self.dir}{nearest(experiment, stored)}; it "
+            f"stores {', '.join(stored) or 'none yet'}. {how}"
+        )
 
     def superseded(self) -> list[str]:
         """The cells a newer cell supersedes (`superseded_cells`)."""

@@ -30,7 +30,6 @@ from calbench.atomic import atomic_write_text
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.results import predictions as fold_predictions
-from calbench.results.data_names import DataNames
 from calbench.results.integrity import (
     SEAL,
     config_damage,
@@ -39,6 +38,7 @@ from calbench.results.integrity import (
     seal,
     seal_config,
 )
+from calbench.results.names import DataNames, MethodNames
 from calbench.results.predictions import FoldPredictions
 from calbench.yaml_text import load_yaml
 
@@ -169,8 +169,13 @@ class ResultStore:
 
     def claim_data_name(self, experiment: str, name: str, data: dict) -> None:
         """Record that data set ``name`` of ``experiment`` is the user's files ``data``, or
-        refuse it where other files carry that name (`calbench.results.data_names`)."""
+        refuse it where other files carry that name (`calbench.results.names`)."""
         DataNames(self.root).claim(experiment, name, data, self.configs)
+
+    def claim_method_name(self, experiment: str, name: str, calibrator: str) -> None:
+        """Record that method ``name`` of ``experiment`` is ``calibrator``, or refuse it
+        where that name stands for another (`calbench.results.names`)."""
+        MethodNames(self.root).claim(experiment, name, calibrator, self.configs)
 
     def remove(self, cell_hash: str) -> None:
         """Remove a cell that another replaces (an imported file's earlier content): its
@@ -251,6 +256,24 @@ class ResultStore:
         return fold_predictions.read(self.root, cell_hash, sha256)
 
     def read(self, experiment: str | None = None, latest: bool = True) -> pd.DataFrame:
+        """All stored rows (optionally of one experiment) as one table (`_read`). A cell
+        that a writer is rewriting (`calbench rescore`: its config, then its rows, each
+        whole, under the cell's lock) can look damaged between the two writes: such cells
+        are read again once their writers let go of them, and only then named."""
+        try:
+            return self._read(experiment, latest)
+        except DamagedCells as damaged:
+            from calbench.results.locks import cell_lock
+
+            try:
+                for path in damaged.problems:
+                    with cell_lock(self.root, path.stem):
+                        pass
+            except (CalbenchError, OSError):  # no locks here (a read-only store): as found
+                raise damaged from None
+            return self._read(experiment, latest)
+
+    def _read(self, experiment: str | None = None, latest: bool = True) -> pd.DataFrame:
         """All stored rows (optionally of one experiment) as one table.
 
         With ``latest`` (the default), where several cells carry the same labels and differ
@@ -407,8 +430,9 @@ def _setting(config_file: Path, fallback: str, sealed: bool, digest: str) -> tup
         raise DamagedCells({config_file: problem})
     config = load_yaml(data.decode()) or {}
     # Metrics added later by `calbench rescore` do not make a cell a different setting, nor
-    # does the content of the files read or of the user's code: new content supersedes the old.
-    ignored = ("method", "criterion", "rescored", "data", "code")
+    # does the content of the files read or of the user's code (new content supersedes the
+    # old), nor the data's shape recorded beside them.
+    ignored = ("method", "criterion", "rescored", "data", "code", "shape")
     files = (config.get("data") or {}).get("files") or []
     content = "+".join(str(f.get("sha256")) for f in files)
     return config_hash({k: v for k, v in config.items() if k not in ignored}), content

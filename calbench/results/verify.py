@@ -18,10 +18,9 @@ from pathlib import Path
 
 from calbench.errors import CalbenchError
 from calbench.results import predictions as fold_predictions
-from calbench.results.data_names import FILE_NAME as DATA_NAMES
-from calbench.results.data_names import DataNames
 from calbench.results.integrity import SEAL, config_damage, config_mismatch
 from calbench.results.locks import cell_lock
+from calbench.results.names import DataNames, MethodNames
 from calbench.results.store import DamagedCells, ResultStore, is_stray
 
 #: A temporary file older than this is a killed writer's (a write takes seconds).
@@ -60,7 +59,17 @@ def verify(results_dir) -> tuple[list[Problem], dict[str, int]]:
             fold_predictions.check_shared(path)
         except CalbenchError as exc:
             problems.append(Problem(path, str(exc).split(";")[0]))
-    problems += _data_name_problems(store)
+    problems += [
+        Problem(
+            path,
+            "no rows beside it (a cell's rows removed, or a run killed before "
+            "it stored them): a leftover",
+        )
+        for suffix in ("yaml", "npz")
+        for path in sorted(root.glob(f"*.{suffix}"))
+        if not path.with_suffix(".csv").exists()
+    ]
+    problems += _name_index_problems(store)
     problems += [
         Problem(path, "a killed writer's temporary file")
         for path in sorted(root.rglob(".*.tmp"))
@@ -98,24 +107,25 @@ def _sealed(store: ResultStore, cell_hash: str) -> bool:
         return f.readline().rstrip(b"\n").endswith(SEAL.encode())
 
 
-def _data_name_problems(store: ResultStore) -> list[Problem]:
-    """The data-name index (`calbench.results.data_names`): damaged, or missing lines of
-    the cells of the user's files (the file removed or cut at a line end)."""
-    index = DataNames(store.root)
-    problem = index.damage()
-    if problem:
-        return [Problem(index.path, problem)]
-    missing = index.missing(store.configs())
-    if missing:
-        what = "is missing" if not index.path.is_file() else "lacks"
-        return [
-            Problem(
-                index.path,
-                f"it {what} the data set names of {len(missing)} cell(s) of your own files "
-                f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
+def _name_index_problems(store: ResultStore) -> list[Problem]:
+    """The name indexes (`calbench.results.names`): damaged, or missing lines of cells
+    they should name (the file removed or cut at a line end)."""
+    problems, configs = [], store.configs()
+    for index, what in ((DataNames(store.root), "data set"), (MethodNames(store.root), "method")):
+        problem = index.damage()
+        if problem:
+            problems.append(Problem(index.path, problem))
+            continue
+        missing = index.missing(configs)
+        if missing:
+            problems.append(
+                Problem(
+                    index.path,
+                    f"it lacks the {what} names of {len(missing)} cell(s) "
+                    f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
+                )
             )
-        ]
-    return []
+    return problems
 
 
 def repair(results_dir, problems: list[Problem]) -> list[str]:
@@ -129,18 +139,20 @@ def repair(results_dir, problems: list[Problem]) -> list[str]:
             folder = store.quarantine(cell_hash)
         done.append(f"moved cell {cell_hash} to {folder}")
     for problem in problems:
-        if problem.cell is None and problem.path.suffix == ".csv" and problem.path.exists():
+        stray = problem.path.suffix == ".csv" or "a leftover" in problem.reason
+        if problem.cell is None and stray and problem.path.exists():
             folder = store.damaged_folder()
             os.replace(problem.path, folder / problem.path.name)
-            done.append(f"moved stray file {problem.path.name} to {folder}")
+            done.append(f"moved {problem.path.name} to {folder}")
     for content in sorted(broken_arrays):
         path = store.root / "arrays" / f"{content}.npz"
         folder = store.damaged_folder()
         os.replace(path, folder / path.name)
         done.append(f"moved shared arrays {path.name} to {folder}")
-    if any(p.path.name == DATA_NAMES for p in problems):
-        DataNames(store.root).rebuild(store.configs())  # after the moves: the cells left
-        done.append(f"rebuilt {store.root / DATA_NAMES} from the cells' configs")
+    for index in (DataNames(store.root), MethodNames(store.root)):
+        if any(p.path == index.path for p in problems):
+            index.rebuild(store.configs())  # after the moves: the cells left
+            done.append(f"rebuilt {index.path} from the cells' configs")
     for problem in problems:
         if problem.path.name.endswith(".tmp") and problem.path.exists():
             problem.path.unlink()

@@ -238,4 +238,12 @@ def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
     names = ("fold", "metric", "value", "fit_seconds", "params", "fitted")
     columns = {n: list(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)}
     frame = pd.DataFrame({**columns, **labels})
+    # What the cell ran on, for the report's data-set table (a user's file has no registry
+    # entry that says it): kept beside the cell, not in its identity.
+    if hasattr(dataset, "y_cal"):  # scores; a classifier protocol's features have no split
+        frame.attrs["shape"] = {
+            "classes": int(dataset.n_classes),
+            "calibration_rows": len(dataset.y_cal),
+            "test_rows": len(dataset.y_test),
+        }
     return frame, stored

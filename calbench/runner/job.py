@@ -54,7 +54,12 @@ def run_job(plan: CellPlan) -> str:
         with running(label):  # a long grid search names the cell in its progress lines
             rows, predictions = evaluate_cell(plan)
         config = plan.cell if plan.data is None else {**plan.cell, "data": plan.data}
+        config = {**config, "shape": rows.attrs.get("shape", {})}
         with writable(store.root):
+            # Claimed as it is stored: a data set that fails to load leaves no store behind.
+            store.claim_method_name(
+                plan.spec.experiment, plan.method, str(plan.spec.method["calibrator"])
+            )
             path = store.write(
                 cell_hash,
                 rows,
@@ -65,18 +70,11 @@ def run_job(plan: CellPlan) -> str:
     summary, curve_points = summarise(rows)
     fit_per_fold = zip(rows["fold"].tolist(), rows["fit_seconds"].tolist(), strict=True)
     fit = sum(dict(fit_per_fold).values())
-    print(
-        f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={plan.protocol.name}"
-        f" | fit {fit:.2f} s"
-    )
-    folds = max(len(values) for values in summary.values())
-    if folds > 1:
-        table = [[m, f"{np.mean(v):.4f}", f"{np.std(v, ddof=1):.4f}"] for m, v in summary.items()]
-        headers = ["metric", "mean", f"std ({folds} folds)"]
-    else:
-        table = [[m, f"{np.mean(v):.4f}"] for m, v in summary.items()]
-        headers = ["metric", "value"]
-    print(tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True))
+    if run.get("verbose"):
+        _print_metrics(label, rows, plan.protocol.name, summary, fit)
+    else:  # one line a cell: a sweep's cells stay readable side by side
+        shown = [f"{m} {np.mean(summary[m]):.4f}" for m in HEADLINE if m in summary]
+        print(f"[stored] {label} | {' | '.join(shown)} | fit {fit:.2f} s")
     if curve_points:
         print(f"risk curve: {curve_points} eps points ({CURVE_METRIC}...)")
     left_out = summary.get("inner_classes_missing", [])
@@ -105,7 +103,8 @@ def run_job(plan: CellPlan) -> str:
     edge_note = grid_edge_note(plan.grid, rows, plan.protocol.widen_edges)
     if edge_note:
         print(edge_note)
-    print(f"rows: {path}")
+    if run.get("verbose"):
+        print(f"rows: {path}")
     return cell_hash
 
 
@@ -148,3 +147,22 @@ def summarise(rows) -> tuple[dict[str, list[float]], int]:
         else:
             summary.setdefault(metric, []).append(value)
     return summary, len(curve)
+
+
+#: The metrics a cell's one line shows (``verbose=true`` shows every one, per fold).
+HEADLINE = ("log_loss", "brier", "accuracy", "classwise_ece")
+
+
+def _print_metrics(label: str, rows, protocol: str, summary: dict, fit: float) -> None:
+    """Every metric of a cell: its value, or mean and spread over the folds."""
+    print(
+        f"\n{label} | criterion={rows['criterion'].iat[0]} | protocol={protocol} | fit {fit:.2f} s"
+    )
+    folds = max(len(values) for values in summary.values())
+    if folds > 1:
+        table = [[m, f"{np.mean(v):.4f}", f"{np.std(v, ddof=1):.4f}"] for m, v in summary.items()]
+        headers = ["metric", "mean", f"std ({folds} folds)"]
+    else:
+        table = [[m, f"{np.mean(v):.4f}"] for m, v in summary.items()]
+        headers = ["metric", "value"]
+    print(tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True))

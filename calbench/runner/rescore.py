@@ -50,6 +50,10 @@ def config_metrics(name: str) -> dict[str, dict]:
     return sets[name]
 
 
+def where_rows(experiment) -> str:
+    return f"experiment {experiment!r}" if experiment else "the store"
+
+
 def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int, list[str]]:
     """Add ``metrics`` to every stored cell (of ``experiment``, else all); returns the
     number of cells rescored and the hashes of those stored without predictions. Cells
@@ -62,7 +66,18 @@ def rescore(results_dir, metrics: dict[str, dict], experiment=None) -> tuple[int
         where = f"experiment {experiment!r}" if experiment else "any experiment"
         raise CalbenchError(f"No results for {where} in {results_dir}; nothing to rescore.")
     done, missing = 0, []
-    for cell_hash in tqdm(rows["config_hash"].unique(), desc="rescoring", unit="cell"):
+    published = set(rows.loc[rows["protocol"] == "published", "config_hash"])
+    if published and len(published) == rows["config_hash"].nunique():
+        raise CalbenchError(
+            f"{where_rows(experiment)} holds published results (imported numbers, no "
+            "predictions): there is nothing to rescore; run the methods with calbench to "
+            "score them anew."
+        )
+    for cell_hash in tqdm(
+        [h for h in rows["config_hash"].unique() if h not in published],
+        desc="rescoring",
+        unit="cell",
+    ):
         # Read, add, write under the cell's lock, from the file as it is now: another
         # rescore may have added its metrics since the read above.
         with writable(store.root), cell_lock(store.root, cell_hash):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from calbench.decision.family import CURVE_METRIC
+from calbench.metrics import is_diagnostic
 
 #: Recorded per cell but not a property of the method's predictions.
 NOT_RANKED = ("fit_accuracy", "inner_classes_missing", "wrong_certainties", "fit_unconverged")
@@ -36,19 +37,28 @@ def generic_specs(experiment: str, rows: pd.DataFrame) -> list[dict]:
         for m in dict.fromkeys(rows["metric"])
         if m not in NOT_RANKED and not m.startswith(CURVE_METRIC)
     ]
-    return [
-        {
-            "name": f"{experiment}_{metric}",
-            "experiment": experiment,
-            "layout": "datasets_by_method",
-            "metric": metric,
-            "title": f"{metric}: fold mean per task and method, experiment {experiment} "
-            "(generic layout; rank within each row as subscript, best bold).",
-            "columns": {m: m for m in methods},
-            "rows": {t: ["", t] for t in tasks[metric]},
-            "decimals": 4,
-            "friedman": True,
-            "tasks": "dataset_classifier",
-        }
-        for metric in metrics
-    ]
+    return [_spec(experiment, metric, methods, tasks[metric]) for metric in metrics]
+
+
+def _spec(experiment: str, metric: str, methods: list[str], tasks: list[str]) -> dict:
+    spec = {
+        "name": f"{experiment}_{metric}",
+        "experiment": experiment,
+        "layout": "datasets_by_method",
+        "metric": metric,
+        "title": f"{metric}: fold mean per task and method, experiment {experiment} "
+        "(generic layout; rank within each row as subscript, best bold).",
+        "columns": {m: m for m in methods},
+        "rows": {t: ["", t] for t in tasks},
+        "decimals": 4,
+        "friedman": True,
+        "tasks": "dataset_classifier",
+    }
+    if is_diagnostic(metric):  # shown, never ranked: no method is better for it
+        spec["unranked"] = list(methods)
+        spec["friedman"] = spec["average_rank"] = False
+        spec["title"] = (
+            f"{metric}: fold mean per task and method, experiment {experiment} (a "
+            "diagnostic: it describes the predictions and is not ranked)."
+        )
+    return spec

@@ -212,7 +212,7 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
     info_labels, info_values, info_decimals = _info_columns(spec, rows, datasets)
     blank = np.full((len(datasets), len(info_labels)), np.nan)
     title = spec.get("title", spec["name"])
-    if spec.get("show_ranks", True):
+    if spec.get("show_ranks", True) and not np.isnan(ranks).all():
         title += " " + SHOWN_RANKS_NOTE
     complete = pd.DataFrame(values, index=datasets, columns=list(columns)).dropna()
     if spec.get("friedman") and len(complete) >= 2 and complete.shape[1] >= 3:

@@ -28,7 +28,7 @@ import pandas as pd
 
 from calbench.errors import CalbenchError
 from calbench.markup import markdown_table, md_text
-from calbench.metrics import higher_is_better
+from calbench.metrics import higher_is_better, is_diagnostic
 from calbench.metrics.scoring import UNCONVERGED_MARK
 from calbench.results.experiment import Results
 from calbench.stats import arena
@@ -197,6 +197,11 @@ def leaderboard(
     labels, `calbench.tables.groups`; ``beside``: another experiment's methods on the same
     tasks as well, `with_beside`)."""
     settings = settings or BootstrapSettings()
+    if is_diagnostic(metric):
+        raise CalbenchError(
+            f"{metric} is a diagnostic (it describes the predictions; no value of it is "
+            "better than another), so no leaderboard ranks by it; `calbench tables` shows it."
+        )
     results = Results.of(results_dir)
     pooled = [e.strip() for e in experiment.split(",") if e.strip()]
     if beside and len(pooled) > 1:

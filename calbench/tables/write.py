@@ -132,8 +132,6 @@ def write_tables(
             atomic_write_text(path, RENDERERS[fmt](table))
             written.append(path)
         built.append(spec["name"])
-        if echo:
-            print(RENDERERS["md"](table))
     if echo:
         print(f"built {len(built)} table(s) for {', '.join(wanted)}: {', '.join(built) or '-'}")
         for reason in skipped:

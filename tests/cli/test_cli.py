@@ -32,13 +32,17 @@ def run_preset(tmp_path, *overrides):
     return stored(tmp_path)
 
 
-def test_default_run_prints_summary_and_stores_rows(tmp_path):
+def test_default_run_prints_one_line_and_stores_rows(tmp_path):
     out = calbench("run", SMALL, f"results_dir={tmp_path}")
     assert out.returncode == 0, out.stderr
-    assert "default | synthetic_dirichlet | ts" in out.stdout
-    assert "true_confidence_ce" in out.stdout
+    line = out.stdout.strip().splitlines()
+    assert len(line) == 1 and line[0].startswith("[stored] default | synthetic_dirichlet | ts")
     rows = stored(tmp_path)
     assert set(rows["method"]) == {"ts"} and rows["metric"].is_unique
+    logged = rows.set_index("metric")["value"]
+    assert f"log_loss {logged['log_loss']:.4f}" in line[0]  # the stored number, as stored
+    every = calbench("run", SMALL, f"results_dir={tmp_path}", "force=true", "verbose=true")
+    assert "true_confidence_ce" in every.stdout and "rows: " in every.stdout
 
 
 def test_help_and_cfg_job():
@@ -345,5 +349,5 @@ def test_progress_lines_name_your_file_not_its_loader(tmp_path):
         "run", "dataset=npz", f"dataset.path={tmp_path}/my_model.npz", f"results_dir={tmp_path}"
     )
     assert out.returncode == 0, out.stderr
-    assert "default | my_model | ts | criterion=nll" in out.stdout
+    assert out.stdout.startswith("[stored] default | my_model | ts | log_loss ")
     assert set(stored(tmp_path)["dataset"]) == {"my_model"}

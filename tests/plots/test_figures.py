@@ -60,7 +60,7 @@ def test_cd_diagram_from_the_store(tmp_path, rng):
     _store(tmp_path / "partial", ["d0"], ["a", "b", "c"], rng)
     _store(tmp_path / "partial", ["lone"], ["a"], rng, cell="lone")
     assert cd_figures("e", tmp_path / "partial", ["log_loss"], tmp_path / "f", ["png"]) == []
-    with pytest.raises(CalbenchError, match="experiment=nothing` .or your sweep. first"):
+    with pytest.raises(CalbenchError, match="No experiment 'nothing' in .*; it stores e"):
         cd_figures("nothing", tmp_path, ["log_loss"], tmp_path / "figures", ["png"])
 
 

@@ -111,14 +111,14 @@ def test_the_data_name_index_garbled_is_named_and_rebuilt(store):
     assert out.returncode == 2 and "already names" in out.stderr
 
 
-def test_the_data_name_index_removed_is_found_and_a_run_rebuilds_it(store):
+def test_the_data_name_index_removed_is_rebuilt_by_the_next_run(store):
+    """The index says what the configs say: gone, it is no damage, and the next run that
+    needs it rebuilds it before it claims a name (before, a removed index let another
+    file of the same stem join the data set's row)."""
     index = store / "store" / "data_names.tsv"
     before = index.read_text()
     index.unlink()
-    problems, _ = verify(store)
-    assert [p.path for p in problems] == [index] and "is missing the data set names" in (
-        problems[0].reason
-    )
+    assert verify(store)[0] == []
     (store / "sub").mkdir()
     other = _npz(store / "sub" / "mine.npz", 1)
     out = calbench("run", "dataset=npz", f"dataset.path={other}", f"results_dir={store}")
@@ -126,7 +126,27 @@ def test_the_data_name_index_removed_is_found_and_a_run_rebuilds_it(store):
     assert index.read_text() == before
 
 
-def test_a_line_of_the_index_edited_is_found(store):
+def test_a_line_of_the_index_cut_or_edited_is_found(store):
+    index = store / "store" / "method_names.tsv"
+    lines = index.read_text().splitlines(keepends=True)
+    index.write_text("".join(lines[:-1]))  # cut at a line end: a cell's line missing
+    problems, _ = verify(store)
+    assert [p.path for p in problems] == [index] and "lacks the method names" in problems[0].reason
+    repair(store, problems)
+    assert index.read_text() == "".join(lines) or sorted(index.read_text().splitlines()) == sorted(
+        line.rstrip("\n") for line in lines
+    )
+
+
+def test_a_method_name_taken_by_another_calibrator_is_refused(store):
+    out = calbench("run", *SMALL, "method=uncal", "method.name=ts", f"results_dir={store}")
+    assert out.returncode == 2 and "'default' already names ts; uncal is another method" in (
+        out.stderr
+    )
+    assert "method.name=ts_2" in out.stderr
+
+
+def test_a_line_of_the_data_index_edited_is_found(store):
     index = store / "store" / "data_names.tsv"
     index.write_text(index.read_text().replace("mine", "yours"))
     assert "does not match its checksum" in verify(store)[0][0].reason

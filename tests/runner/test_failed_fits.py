@@ -79,15 +79,14 @@ def test_an_unconverged_fit_is_marked_in_its_rows_tables_and_leaderboard(tmp_pat
     out = calbench(
         "run", "-m", "method=bcts,vs", "+method.params.max_iter=1", f"results_dir={tmp_path}"
     )
-    if out.returncode != 0:  # vs takes no max_iter? then bcts alone
-        out = calbench("run", "method=bcts", "+method.params.max_iter=1", f"results_dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     assert "tables mark this cell with §" in out.stdout
     assert calbench("run", "method=ts", f"results_dir={tmp_path}").returncode == 0
     rows = ResultStore(tmp_path).read()
     short = rows[rows["metric"] == "fit_unconverged"]
-    assert set(short["method"]) == {"bcts"} and (short["value"] == 1).all()
-    assert len(short) == rows[rows["method"] == "bcts"]["fold"].nunique()
+    # One Newton step (vs) or one L-BFGS step (bcts) stops short of either optimum.
+    assert set(short["method"]) == {"bcts", "vs"} and (short["value"] == 1).all()
+    assert len(short) == 2 * rows[rows["method"] == "bcts"]["fold"].nunique()
     assert calbench("tables", "--results-dir", str(tmp_path)).returncode == 0
     table = (tmp_path / "tables" / "default_log_loss.md").read_text()
     header = table.splitlines()[2].split("|")

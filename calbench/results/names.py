@@ -1,13 +1,15 @@
-"""``store/data_names.tsv``: which of the user's files each data set name of an experiment
-stands for, so that two different models' scores never share one table row.
+"""The store's name indexes: ``store/data_names.tsv``, which of the user's files each data
+set name of an experiment stands for, so that two different models' scores never share one
+table row; and ``store/method_names.tsv``, which calibrator each method name of an experiment
+stands for, so that a class of yours named like a registered method (``fixed_t``) never
+shares its column.
 
-An index of what the cells' configs already say (``dataset`` and ``data`` in each), kept so
-a sweep's cells need not read every config: one line per (experiment, name, paths, content),
-each ending in a checksum of its fields. It is checked as every store file is: a line that
-is not whole or not text is damage (`problems`, which ``calbench store verify`` reports), and
-a cell of the user's files whose line is missing means the index was removed or cut; both
-are mended by rebuilding it from the configs (`rebuild`: ``store verify --repair``, and a
-run that finds the file gone).
+Each is an index of what the cells' configs already say, kept so a sweep's cells need not
+read every config: one line per entry, ending in a checksum of its fields. Each is checked
+as every store file is: a line that is not whole or not text is damage (`DataNames.damage`,
+which ``calbench store verify`` reports), and a cell whose line is missing means the index
+was removed or cut; both are mended by rebuilding it from the configs
+(`DataNames.rebuild`: ``store verify --repair``, and a run that finds the file gone).
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ def _checksum(fields: list[str]) -> str:
     return hashlib.sha256("\t".join(fields).encode()).hexdigest()[:16]
 
 
-def entry_of(config: dict) -> list[str] | None:
-    """The index line of a stored cell's config: (experiment, name, paths, content), None
-    for a cell of registered or generated data."""
+def data_entry(config: dict) -> list[str] | None:
+    """The data index's line of a stored cell's config: (experiment, name, paths,
+    content), None for a cell of registered or generated data."""
     from calbench.data.identity import default_name
 
     data = config.get("data") or {}
@@ -39,11 +41,24 @@ def entry_of(config: dict) -> list[str] | None:
     return [str(config.get("experiment")), str(name), "|".join(data["paths"]), content]
 
 
+def method_entry(config: dict) -> list[str] | None:
+    """The method index's line of a stored cell's config: (experiment, method name, the
+    calibrator it names); None for an imported cell (no calibrator)."""
+    method = config.get("method") or {}
+    if not method.get("name") or not method.get("calibrator"):
+        return None
+    return [str(config.get("experiment")), str(method["name"]), str(method["calibrator"])]
+
+
 class DataNames:
-    """The index under a store's root."""
+    """The data-name index under a store's root."""
+
+    file_name = FILE_NAME
+    entry_of = staticmethod(data_entry)
+    width = 4  # fields of a line, before its checksum
 
     def __init__(self, root: Path):
-        self.path = Path(root) / FILE_NAME
+        self.path = Path(root) / self.file_name
 
     def entries(self) -> list[list[str]]:
         """Every line's four fields; one error naming the file where it is damaged."""
@@ -59,7 +74,7 @@ class DataNames:
         if not self.path.is_file():
             return []
         lines = self.path.read_bytes().decode("utf-8").splitlines()
-        return [line.split("\t")[:4] for line in lines if line]
+        return [line.split("\t")[: self.width] for line in lines if line]
 
     def damage(self) -> str | None:
         """What is wrong with the file's lines (None: nothing, or no file)."""
@@ -75,24 +90,29 @@ class DataNames:
             return "its last line is cut short"
         for number, line in enumerate(lines, start=1):
             fields = line.split("\t")
-            # Four fields: a line an earlier calbench wrote, before lines were checksummed.
-            if len(fields) == 5 and _checksum(fields[:4]) == fields[4] or len(fields) == 4:
+            width = self.width
+            if len(fields) == width + 1 and _checksum(fields[:width]) == fields[width]:
+                continue
+            if len(fields) == 4 and self.file_name == FILE_NAME:  # before lines had sums
                 continue
             return f"line {number} does not match its checksum (cut or edited)"
         return None
 
     def missing(self, configs: dict[str, dict]) -> list[str]:
-        """The cells (of ``configs``, by hash) of the user's files that no line names."""
+        """The cells (of ``configs``, by hash) that no line names, where the index exists
+        (one that is gone is rebuilt by the next run that needs it: no damage)."""
+        if not self.path.is_file():
+            return []
         known = {tuple(e) for e in self._read()} if self.damage() is None else set()
         return sorted(
             cell
             for cell, config in configs.items()
-            if (entry := entry_of(config)) is not None and tuple(entry) not in known
+            if (entry := self.entry_of(config)) is not None and tuple(entry) not in known
         )
 
     def rebuild(self, configs: dict[str, dict]) -> None:
         """Write the index afresh from the cells' configs."""
-        entries = {tuple(e) for c in configs.values() if (e := entry_of(c)) is not None}
+        entries = {tuple(e) for c in configs.values() if (e := self.entry_of(c)) is not None}
         text = "".join(_line(list(e)) for e in sorted(entries))
         atomic_write_text(self.path, text)
 
@@ -117,13 +137,42 @@ class DataNames:
                     "other scores, and tables would average the two into one row. Give it a "
                     f"name of its own: dataset.name={name}_2 (or any other)."
                 )
-        entry = [experiment, name, paths, content]
+        self._append([experiment, name, paths, content], entries)
+
+    def _append(self, entry: list[str], entries: list[list[str]]) -> None:
         if entry not in entries:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a") as f:  # one short append: atomic on a local disk
                 f.write(_line(entry))
                 f.flush()
                 os.fsync(f.fileno())
+
+
+class MethodNames(DataNames):
+    """The method-name index under a store's root."""
+
+    file_name = "method_names.tsv"
+    entry_of = staticmethod(method_entry)
+    width = 3
+
+    def claim(self, experiment: str, name: str, calibrator: str, configs) -> None:
+        """Record that method ``name`` of ``experiment`` is ``calibrator``, or refuse it
+        where that name already stands for another calibrator there: tables would merge
+        two methods into one column. ``configs`` as `DataNames.claim`'s."""
+        if not self.path.is_file():
+            self.rebuild(configs())
+        entries = self.entries()
+        for known_experiment, known_name, known_calibrator in entries:
+            if (known_experiment, known_name) == (experiment, name) and (
+                known_calibrator != calibrator
+            ):
+                raise CalbenchError(
+                    f"Method name {name!r} in experiment {experiment!r} already names "
+                    f"{known_calibrator}; {calibrator} is another method, and tables would "
+                    f"merge the two into one column. Give it a name of its own: "
+                    f"method.name={name}_2 (or any other)."
+                )
+        self._append([experiment, name, calibrator], entries)
 
 
 def _line(fields: list[str]) -> str:
