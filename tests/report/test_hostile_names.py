@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 from calbench.results.store import ResultStore
+from calbench.runner.job import run_job
 from calbench.yaml_text import dump_yaml
+from tests.runner.test_runner import plan
 
 HOSTILE_METHODS = {
     "uncal": '<script>alert("uncal")</script>',
@@ -43,17 +45,18 @@ def hostile(tmp_path_factory):
         z[np.arange(600), y] += 2.0
         np.savez(folder / f"{name}.npz", logits=2 * z, y=y)
     results = folder / "results"
-    out = calbench(
-        "run",
-        "-m",
-        "experiment_name=mine",
-        "dataset=npz",
-        f"dataset.path={folder}/netA.npz,{folder}/netB.npz",
-        f"method={','.join(HOSTILE_METHODS)}",
-        "protocol.inner_folds=2",
-        f"results_dir={results}",
-    )
-    assert out.returncode == 0, out.stderr
+    for name in ("netA", "netB"):
+        for method in HOSTILE_METHODS:
+            run_job(
+                plan(
+                    "experiment_name=mine",
+                    "dataset=npz",
+                    f"dataset.path={folder}/{name}.npz",
+                    f"method={method}",
+                    "protocol.inner_folds=2",
+                    f"results_dir={results}",
+                )
+            )
     store = ResultStore(results)
     for config_file in sorted(store.root.glob("*.yaml")):  # rename every label, as stored
         cell_hash = config_file.stem

@@ -8,10 +8,12 @@ import sys
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators import Calibrator, make_calibrator
 from calbench.errors import CalbenchError
 from calbench.results.store import ResultStore
+from calbench.runner.job import run_job
 from calbench.validation import check_scores
 
 
@@ -75,26 +77,30 @@ def test_a_fit_that_learned_nan_is_refused():
         _NaNFit().fit(z, y)
 
 
-def test_an_unconverged_fit_is_marked_in_its_rows_tables_and_leaderboard(tmp_path):
-    out = calbench(
-        "run", "-m", "method=bcts,vs", "+method.params.max_iter=1", f"results_dir={tmp_path}"
-    )
-    assert out.returncode == 0, out.stderr
-    assert "tables mark this cell with §" in out.stdout
-    assert calbench("run", "method=ts", f"results_dir={tmp_path}").returncode == 0
+def test_an_unconverged_fit_is_marked_in_its_rows_tables_and_leaderboard(tmp_path, capsys):
+    from calbench.tables.leaderboard import display_frame, leaderboard
+    from calbench.tables.write import write_tables
+    from tests.runner.test_runner import plan
+
+    small = ["dataset.n_cal=600", "dataset.n_test=900", f"results_dir={tmp_path}"]
+    with pytest.warns(ConvergenceWarning):
+        for method in ("bcts", "vs"):
+            run_job(plan(*small, f"method={method}", "+method.params.max_iter=1"))
+    assert "tables mark this cell with §" in capsys.readouterr().out
+    run_job(plan(*small, "method=ts"))
     rows = ResultStore(tmp_path).read()
     short = rows[rows["metric"] == "fit_unconverged"]
     # One Newton step (vs) or one L-BFGS step (bcts) stops short of either optimum.
     assert set(short["method"]) == {"bcts", "vs"} and (short["value"] == 1).all()
-    assert len(short) == 2 * rows[rows["method"] == "bcts"]["fold"].nunique()
-    assert calbench("tables", "--results-dir", str(tmp_path)).returncode == 0
+    write_tables(tmp_path, echo=False)
     table = (tmp_path / "tables" / "default_log_loss.md").read_text()
     header = table.splitlines()[2].split("|")
     values = table.splitlines()[4].split("|")
     marked = dict(zip([h.strip() for h in header], [v.strip() for v in values], strict=True))
-    assert "§" in marked["bcts"] and "§" not in marked["ts"]
+    assert "§" in marked["bcts"] and "§" in marked["vs"] and "§" not in marked["ts"]
     assert "stopped before converging" in table.splitlines()[0]
     csv = (tmp_path / "tables" / "default_log_loss.csv").read_text()
     assert "fit_unconverged" in csv.splitlines()[0]
-    board = calbench("leaderboard", "default", "--results-dir", str(tmp_path))
-    assert board.returncode == 0 and "§ unconverged (tasks)" in board.stdout
+    board = leaderboard(tmp_path, "default", "log_loss")
+    shown = display_frame(board)["§ unconverged (tasks)"]
+    assert shown.to_dict() == {"bcts": "1", "vs": "1", "ts": "0"}
