@@ -325,7 +325,8 @@ def leaderboards_html(results_dir: Path, report) -> str:
         caveat = few_blocks_caveat(board)
         if caveat:
             parts.append(f'<p class="caveat">{html_text(caveat)}</p>')
-        parts.append(f'<p class="caption">{html_text(caption(board))}</p>')
+        text = caption(board).replace(f" {caveat}", "") if caveat else caption(board)
+        parts.append(f'<p class="caption">{html_text(text)}</p>')  # the caveat shown once
         methods = set(report.rows["method"])
         parts.append(_board_table(board, display_frame(board), methods))
         parts.append(_per_task_table(board, board.cells, methods))

@@ -184,6 +184,11 @@ def test_the_page_in_a_real_browser(page, tmp_path):
             driver.execute_script("return new Promise(r => setTimeout(r, 50))")
             assert driver.execute_script(ranks) == expected, click
         assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        for width in (1280, 1400):  # wide tables scroll in their own box, never the page
+            driver.set_window_size(width, 1000)
+            page_width = driver.execute_script("return document.documentElement.scrollWidth")
+            view = driver.execute_script("return document.documentElement.clientWidth")
+            assert page_width <= view, (width, page_width, view)
         driver.save_screenshot(str(tmp_path / "report.png"))
         assert (tmp_path / "report.png").stat().st_size > 10_000
     finally:
