@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3 >/dev/null 2>&1 && echo python3 || echo python)
 RESULTS ?= results
 
-.PHONY: install run test test-slow test-networks lint docs tables ho networks figures report reproduce reproduce-uci bench bench-gpu clean
+.PHONY: install run test test-slow test-tour test-networks lint docs tables ho networks figures report reproduce reproduce-uci bench bench-gpu clean
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
@@ -22,6 +22,10 @@ test:
 
 test-slow:
 	$(PYTHON) -m pytest -q -m slow
+
+# The README's tour, run from the README's text in an empty folder (about a minute).
+test-tour:
+	$(PYTHON) -m pytest -q -m slow tests/test_readme_tour.py
 
 # The real-networks preset on one shared network, then its leaderboard and claims (~3 min).
 test-networks:

@@ -1,12 +1,15 @@
 """The README's tour, run from the README's own text: every command of its table, in order,
 in an empty folder, as a newcomer types them (the first writes the two models' files the
-others read). `benchmarks/bench_tour.py` times the same commands."""
+others read). `benchmarks/bench_tour.py` times the same commands. In the slow suite
+(`make test-tour`), which `.ci/run` runs after the quick one."""
 
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -18,6 +21,7 @@ def tour_commands(text: str | None = None) -> list[str]:
     return re.findall(r"^\| `(calbench [^`]+)` \|", section, flags=re.M)
 
 
+@pytest.mark.slow  # about a minute (its figures alone 22 s): `make test-tour`, run by CI
 def test_the_tour_runs_as_printed_in_an_empty_folder(tmp_path):
     commands = tour_commands()
     assert commands[0] == "calbench data example" and len(commands) >= 10
