@@ -61,8 +61,9 @@ def write_html_report(
     results_dir = results.dir
     cells = cell_table(rows)
     sections = [
-        Section("setup", "Set-up", setup_html(results, rows, cells)),
+        # What a reader came for first: who wins, with its figures; then what was run.
         Section("leaderboards", "Leaderboards", leaderboards_html(results_dir, parts)),
+        Section("setup", "Set-up", setup_html(results, rows, cells)),
         Section("tables", "Tables", tables_html(parts.tables)),
         Section("claims", "Claims", markdown_html(parts.claims)),
     ]
@@ -401,7 +402,21 @@ def tables_html(tables) -> str:
     """The ranked tables' Markdown files as HTML, or why there are none."""
     if isinstance(tables, CalbenchError):
         return f'<p class="note">No tables: {html_text(str(tables))}</p>'
-    return "\n".join(markdown_html(path.read_text()) for path in tables)
+    tables = list(tables)
+    if not tables:
+        return '<p class="note">No tables.</p>'
+    # One table open (the log-loss one where there is one), the others folded under their
+    # names: twenty captions in a row are a wall no one reads.
+    opened = next((t for t in tables if Path(t).stem.endswith("_log_loss")), tables[0])
+    intro = (
+        '<p class="note">One table per stored metric; click a name to unfold its table. '
+        "Subscripts are ranks within a row, bold the row's best.</p>"
+    )
+    return intro + "\n".join(
+        f"<details{' open' if t == opened else ''}><summary>{html_text(Path(t).stem)}"
+        f"</summary>\n{markdown_html(Path(t).read_text())}</details>"
+        for t in tables
+    )
 
 
 def figures_html(paths, experiment: str, results_dir: Path) -> str:

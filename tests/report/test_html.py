@@ -193,3 +193,12 @@ def test_the_page_in_a_real_browser(page, tmp_path):
         assert (tmp_path / "report.png").stat().st_size > 10_000
     finally:
         driver.quit()
+
+
+def test_the_page_leads_with_the_leaderboards_and_folds_its_tables(page):
+    text = page["html"]
+    assert text.index('<section id="leaderboards">') < text.index('<section id="setup">')
+    tables = text.split('<section id="tables">')[1].split("</section>")[0]
+    summaries = re.findall(r"<details( open)?><summary>([^<]+)</summary>", tables)
+    assert len(summaries) >= 10  # a table per stored metric, each under its name
+    assert [name for opened, name in summaries if opened] == ["mine_log_loss"]
