@@ -196,6 +196,12 @@ def _as_two_columns(probas: np.ndarray) -> np.ndarray:
 
 def read_task(path, task: str) -> dict[str, np.ndarray]:
     """The four arrays of one task, as stored."""
+    if task in (None, "", "???"):
+        raise CalbenchError(
+            f"dataset.task is not set: name one task of {str(path)!r} with "
+            "dataset.task=DATASET/MODEL (`calbench data tasks FILE` lists them), or run them "
+            "all with -m dataset.task=all."
+        )
     with _open(path) as f:
         if task not in f:
             known = [t.name for t in tasks(path)]

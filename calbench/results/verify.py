@@ -132,7 +132,9 @@ def repair(results_dir, problems: list[Problem]) -> list[str]:
     """Act on `verify`'s ``problems``: what was done, one line each."""
     store = ResultStore(results_dir)
     done = []
-    broken_arrays = {p.path.stem for p in problems if p.cell is None and p.path.suffix == ".npz"}
+    broken_arrays = {
+        p.path.stem for p in problems if p.cell is None and p.path.parent.name == "arrays"
+    }
     cells = {p.cell for p in problems if p.cell} | _cells_naming(store, broken_arrays)
     for cell_hash in sorted(cells):
         with cell_lock(store.root, cell_hash):
