@@ -107,18 +107,15 @@ def check_task_name(path, task: str) -> None:
     """A task's name travels in a sweep's override (``dataset.task=a/b,c/d``) and names a
     data set (`default_name`): the characters of `calbench.validation.NAME_PATTERN` and
     '/' between its data set and model."""
-    from calbench.validation import check_name
+    from calbench.validation import MAX_NAME_LENGTH, NAME_PATTERN
 
-    try:
-        for part in task.split("/"):
-            check_name(part, "part")
-        check_name(default_name(path, task), "name")
-    except CalbenchError:
+    parts_ok = all(NAME_PATTERN.fullmatch(part) for part in task.split("/"))
+    if not parts_ok or len(default_name(path, task)) > MAX_NAME_LENGTH:
         raise CalbenchError(
             f"{str(path)!r}, task {task!r}: a task's name (DATASET/MODEL) may hold letters, "
             "digits, '_', '-' and '.' in each part, at most 100 characters with the file's "
             "name: rename the group (its characters cannot travel in a sweep or name files)."
-        ) from None
+        )
 
 
 #: ``dataset.task=all`` in a sweep: every task of the file (`expand_all_tasks`).
@@ -272,12 +269,6 @@ def load_hdf5(path, task, name=None, split_task=False):
     as CalArena's results name it), so a sweep's blocks are data sets, not tasks."""
     from calbench.data.dataset import Dataset
 
-    if task in (None, "", "???"):
-        raise CalbenchError(
-            f"dataset.task is not set: name one task of {str(path)!r} with "
-            "dataset.task=DATASET/MODEL (`calbench data tasks FILE` lists them), or run them "
-            "all with -m dataset.task=all."
-        )
     check_task_name(path, task)
     arrays = read_task(path, task)
     parts = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from calbench.errors import unknown_name
+from calbench.errors import CalbenchError, unknown_name
 from calbench.metrics.bayes_risk import (
     argmax_changed,
     average_loss_gap,
@@ -145,30 +145,34 @@ def evaluate(
     return values
 
 
-def is_diagnostic(metric_name: str, metrics_config: dict | None = None) -> bool:
-    """Whether a stored or output metric name is a diagnostic (`MetricSpec.diagnostic`),
-    its ``fn`` alias resolved as `higher_is_better` resolves it; a name no metric set
-    defines (a runner's count, e.g. ``wrong_certainties``) is not one."""
+def _stored_spec(metric_name: str, metrics_config: dict | None) -> MetricSpec | None:
+    """The spec behind a stored or output metric name, its ``fn`` alias resolved through
+    ``metrics_config`` (default: every shipped metric set, as a results store mixes them);
+    None for a risk curve's point (``empirical_risk@eps=...``)."""
     from calbench.decision.family import curve_eps
 
     if curve_eps(metric_name) is not None:
-        return False
+        return None
     options = (_shipped_outputs() if metrics_config is None else metrics_config).get(metric_name)
-    spec = METRICS.get((options or {}).get("fn", metric_name))
+    return metric_spec((options or {}).get("fn", metric_name))
+
+
+def is_diagnostic(metric_name: str, metrics_config: dict | None = None) -> bool:
+    """Whether a stored or output metric name is a diagnostic (`MetricSpec.diagnostic`); a
+    name no metric defines (a runner's count, e.g. ``wrong_certainties``) is not one."""
+    try:
+        spec = _stored_spec(metric_name, metrics_config)
+    except CalbenchError:
+        return False
     return spec is not None and spec.diagnostic
 
 
 def higher_is_better(metric_name: str, metrics_config: dict | None = None) -> bool:
-    """Direction of a stored or output metric name: its ``fn`` alias resolved through
-    ``metrics_config`` (default: every shipped metric set, as a results store mixes them);
-    a risk curve's point (``empirical_risk@eps=...``) is a risk, lower is better. The one
-    home of the direction: tables, figures and reports all ask here."""
-    from calbench.decision.family import curve_eps
-
-    if curve_eps(metric_name) is not None:
-        return False
-    options = (_shipped_outputs() if metrics_config is None else metrics_config).get(metric_name)
-    return metric_spec((options or {}).get("fn", metric_name)).higher_is_better
+    """Direction of a stored or output metric name (`_stored_spec`); a risk curve's point
+    is a risk, lower is better. The one home of the direction: tables, figures and reports
+    all ask here."""
+    spec = _stored_spec(metric_name, metrics_config)
+    return spec is not None and spec.higher_is_better
 
 
 @lru_cache(maxsize=1)

@@ -56,54 +56,52 @@ class DataNames:
     file_name = FILE_NAME
     entry_of = staticmethod(data_entry)
     width = 4  # fields of a line, before its checksum
+    legacy_width = 4  # a line an earlier calbench wrote, before lines had checksums
 
     def __init__(self, root: Path):
         self.path = Path(root) / self.file_name
 
     def entries(self) -> list[list[str]]:
-        """Every line's four fields; one error naming the file where it is damaged."""
-        problem = self.damage()
+        """Every line's fields; one error naming the file where it is damaged."""
+        entries, problem = self._parsed()
         if problem:
             raise CalbenchError(
                 f"{self.path}: {problem}; `calbench store verify --repair` rebuilds it from "
                 "the cells' configs."
             )
-        return self._read()
-
-    def _read(self) -> list[list[str]]:
-        if not self.path.is_file():
-            return []
-        lines = self.path.read_bytes().decode("utf-8").splitlines()
-        return [line.split("\t")[: self.width] for line in lines if line]
+        return entries
 
     def damage(self) -> str | None:
         """What is wrong with the file's lines (None: nothing, or no file)."""
+        return self._parsed()[1]
+
+    def _parsed(self) -> tuple[list[list[str]], str | None]:
+        """The file read once: its lines' fields, and what is wrong with them."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return None
+            return [], None
         try:
             lines = data.decode("utf-8").splitlines()
         except UnicodeDecodeError:
-            return "it is not text (damaged)"
+            return [], "it is not text (damaged)"
         if data and not data.endswith(b"\n"):
-            return "its last line is cut short"
+            return [], "its last line is cut short"
+        entries = []
         for number, line in enumerate(lines, start=1):
             fields = line.split("\t")
-            width = self.width
-            if len(fields) == width + 1 and _checksum(fields[:width]) == fields[width]:
-                continue
-            if len(fields) == 4 and self.file_name == FILE_NAME:  # before lines had sums
-                continue
-            return f"line {number} does not match its checksum (cut or edited)"
-        return None
+            whole = len(fields) == self.width + 1 and _checksum(fields[:-1]) == fields[-1]
+            if not (whole or len(fields) == self.legacy_width):
+                return [], f"line {number} does not match its checksum (cut or edited)"
+            entries.append(fields[: self.width])
+        return entries, None
 
     def missing(self, configs: dict[str, dict]) -> list[str]:
         """The cells (of ``configs``, by hash) that no line names, where the index exists
         (one that is gone is rebuilt by the next run that needs it: no damage)."""
         if not self.path.is_file():
             return []
-        known = {tuple(e) for e in self._read()} if self.damage() is None else set()
+        known = {tuple(e) for e in self._parsed()[0]}
         return sorted(
             cell
             for cell, config in configs.items()
@@ -154,6 +152,7 @@ class MethodNames(DataNames):
     file_name = "method_names.tsv"
     entry_of = staticmethod(method_entry)
     width = 3
+    legacy_width = None
 
     def claim(self, experiment: str, name: str, calibrator: str, configs) -> None:
         """Record that method ``name`` of ``experiment`` is ``calibrator``, or refuse it

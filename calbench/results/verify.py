@@ -151,10 +151,15 @@ def repair(results_dir, problems: list[Problem]) -> list[str]:
         folder = store.damaged_folder()
         os.replace(path, folder / path.name)
         done.append(f"moved shared arrays {path.name} to {folder}")
-    for index in (DataNames(store.root), MethodNames(store.root)):
-        if any(p.path == index.path for p in problems):
-            index.rebuild(store.configs())  # after the moves: the cells left
-            done.append(f"rebuilt {index.path} from the cells' configs")
+    damaged_indexes = [
+        index
+        for index in (DataNames(store.root), MethodNames(store.root))
+        if any(p.path == index.path for p in problems)
+    ]
+    configs = store.configs() if damaged_indexes else {}  # after the moves: the cells left
+    for index in damaged_indexes:
+        index.rebuild(configs)
+        done.append(f"rebuilt {index.path} from the cells' configs")
     for problem in problems:
         if problem.path.name.endswith(".tmp") and problem.path.exists():
             problem.path.unlink()

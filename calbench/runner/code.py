@@ -48,9 +48,8 @@ def _not_hers() -> tuple[Path, ...]:
     return tuple(Path(f).resolve() for f in folders if f)
 
 
-def _source(module: types.ModuleType) -> Path | None:
-    """The module's source file where it is the user's code, else None."""
-    file = getattr(module, "__file__", None)
+def _source(file: str | None) -> Path | None:
+    """A module's source ``file`` where it is the user's code, else None."""
     if not file or not file.endswith(".py"):
         return None
     path = Path(file).resolve()
@@ -62,7 +61,7 @@ def _source(module: types.ModuleType) -> Path | None:
 def _reached(start: list[types.ModuleType]) -> dict[str, Path]:
     """The user's modules among ``start`` and every one of hers their imports reach."""
     found: dict[str, Path] = {}
-    queue = [(m.__name__, _source(m)) for m in start]
+    queue = [(m.__name__, _source(getattr(m, "__file__", None))) for m in start]
     while queue:
         name, path = queue.pop()
         if path is None or name in found:
@@ -103,14 +102,14 @@ def _module_file(name: str) -> Path | None:
     not imported yet), None where it is not hers or not a module."""
     module = sys.modules.get(name)
     if module is not None:
-        return _source(module)
+        return _source(getattr(module, "__file__", None))
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError, AttributeError):
         return None
     if spec is None or not spec.origin:
         return None
-    return _source(types.SimpleNamespace(__file__=spec.origin))
+    return _source(spec.origin)
 
 
 def code_identity(calibrator) -> dict | None:

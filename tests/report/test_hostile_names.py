@@ -7,17 +7,16 @@ in-page link must resolve, and the Markdown report's rows must stay whole."""
 import json
 import re
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from calbench.results.store import ResultStore
 from calbench.runner.job import run_job
 from calbench.yaml_text import dump_yaml
+from tests.cli.test_cli import calbench
+from tests.report.test_html import write_two_networks
 from tests.runner.test_runner import plan
 
 HOSTILE_METHODS = {
@@ -29,21 +28,10 @@ HOSTILE_METHODS = {
 HOSTILE_DATA = {"netA": "<svg onload=alert('netA')>", "netB": "netB_[x](javascript:alert(2))"}
 
 
-def calbench(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "calbench.cli", *args], capture_output=True, text=True, timeout=600
-    )
-
-
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile")
-    for seed, name in ((0, "netA"), (1, "netB")):
-        rng = np.random.default_rng(seed)
-        y = rng.integers(0, 3, 600)
-        z = rng.normal(size=(600, 3))
-        z[np.arange(600), y] += 2.0
-        np.savez(folder / f"{name}.npz", logits=2 * z, y=y)
+    write_two_networks(folder, classes=3, rows=600)
     results = folder / "results"
     for name in ("netA", "netB"):
         for method in HOSTILE_METHODS:

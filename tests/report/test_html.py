@@ -22,17 +22,22 @@ def calbench(*args):
     )
 
 
+def write_two_networks(folder, classes: int, rows: int) -> None:
+    """``netA.npz`` and ``netB.npz``: two made-up over-confident networks' logits."""
+    for seed, name in ((0, "netA"), (1, "netB")):
+        rng = np.random.default_rng(seed)
+        y = rng.integers(0, classes, rows)
+        z = rng.normal(size=(rows, classes))
+        z[np.arange(rows), y] += 2.0
+        np.savez(folder / f"{name}.npz", logits=2 * z, y=y)
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     """Two networks of the user's own (npz files), four methods, one named experiment; its
     Markdown and HTML reports."""
     folder = tmp_path_factory.mktemp("report")
-    for seed, name in ((0, "netA"), (1, "netB")):
-        rng = np.random.default_rng(seed)
-        y = rng.integers(0, 4, 800)
-        z = rng.normal(size=(800, 4))
-        z[np.arange(800), y] += 2.0
-        np.savez(folder / f"{name}.npz", logits=2 * z, y=y)
+    write_two_networks(folder, classes=4, rows=800)
     results = folder / "results"
     out = calbench(
         "run",
