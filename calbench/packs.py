@@ -13,10 +13,13 @@ researcher adds a paper without editing calbench. A pack holds
 - ``published/*.csv`` (one printed number a row, `calbench.reproduce.published`),
   ``notes.yaml`` (why a number differs), ``claims.yaml`` (the headline claims) and
   ``README.md`` (its page in the docs);
-- ``__init__.py`` with ``CALIBRATORS`` (registered name -> (class, fixed params)): the
-  paper's procedure twins, registered beside the library's (`calbench.calibrators.registry`),
-  and optionally ``report_extra(preset, report, results_dir) -> str`` (Markdown appended to
-  its reproduction report).
+- ``__init__.py`` with the parts it brings, each a dict from a name to the part, registered
+  beside the library's own of that kind by `PackRegistry` (a pack may not take a name the
+  library or another pack holds): ``CALIBRATORS`` (name -> (class, fixed params), the
+  paper's procedure twins), ``METRICS`` (name -> `calbench.metrics.MetricSpec`), ``LOADERS``
+  (a data-set ``source`` -> loader), ``PROTOCOLS``, ``IMPORTERS`` and ``LAYOUTS``; and
+  optionally ``report_extra(preset, report, results_dir) -> str`` (Markdown appended to its
+  reproduction report).
 
 The library finds packs here and loads their Python only on demand (a name the library does
 not know); a pack may import the library, and nothing in the library imports a pack.
@@ -29,6 +32,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -84,9 +88,13 @@ class PaperPack:
             ) from exc
         return module
 
+    def parts(self, kind: str) -> dict:
+        """The pack's parts of one kind (``"CALIBRATORS"``, ``"METRICS"``, ...); a pack
+        with no Python brings none."""
+        return dict(getattr(self.python(), kind, {}) or {})
+
     def calibrators(self) -> dict:
-        module = self.python()
-        return dict(getattr(module, "CALIBRATORS", {}) or {})
+        return self.parts("CALIBRATORS")
 
 
 def _packaged_root() -> Path:
@@ -154,3 +162,52 @@ def pack_entries(file_name: str) -> list[tuple[PaperPack, dict]]:
             raise CalbenchError(f"{path} must be a YAML list of entries, one per '- ' item.")
         out += [(pack, entry) for entry in entries]
     return out
+
+
+class PackRegistry(Mapping):
+    """The library's parts of one kind and every pack's (``kind`` names the pack attribute,
+    ``CALIBRATORS``, ``METRICS``, ...), the packs looked up on first use: a library name is
+    answered without loading any pack, and a name is one part (a pack may take neither a
+    library name nor another pack's)."""
+
+    def __init__(self, kind: str, library: dict, noun: str):
+        self.kind, self.library, self.noun = kind, library, noun
+        self._all, self._packs = None, None
+
+    def _merged(self) -> dict:
+        packs = paper_packs()  # cached; a new CALBENCH_PAPER_PACKS gives a new dict
+        if self._packs is not packs:
+            merged, owner = dict(self.library), {}
+            for pack in packs.values():
+                for name, part in pack.parts(self.kind).items():
+                    if name in merged:
+                        held = f"pack {owner[name]!r}" if name in owner else "the library"
+                        raise CalbenchError(
+                            f"paper pack {pack.name!r} registers {self.noun} {name!r}, which "
+                            f"{held} already registers; give the pack's {self.noun} its own "
+                            "name."
+                        )
+                    merged[name], owner[name] = part, pack.name
+            self._all, self._packs, self._owner = merged, packs, owner
+        return self._all
+
+    def pack_of(self, name: str) -> str | None:
+        """The pack that registers ``name``; None for the library's own."""
+        if name in self.library:
+            return None
+        self._merged()
+        return self._owner.get(name)
+
+    def __getitem__(self, name):
+        if name in self.library:  # the library's own: no pack is loaded for them
+            return self.library[name]
+        return self._merged()[name]
+
+    def __contains__(self, name):
+        return name in self.library or name in self._merged()
+
+    def __iter__(self):
+        return iter(self._merged())
+
+    def __len__(self):
+        return len(self._merged())

@@ -54,7 +54,7 @@ from calbench.calibrators.structured import StructuredScaling
 from calbench.calibrators.top_versus_all import TopVersusAll
 from calbench.calibrators.venn_abers import VennAbersCalibrator
 from calbench.errors import CalbenchError, unknown_name
-from calbench.packs import paper_packs
+from calbench.packs import PackRegistry
 
 LIBRARY_CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
     "uncal": (Uncalibrated, {}),
@@ -108,45 +108,9 @@ LIBRARY_CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
 }
 
 
-class _Registered(Mapping):
-    """`LIBRARY_CALIBRATORS` and every paper pack's ``CALIBRATORS``, the packs looked up on
-    first use (a registered name is one class: a pack may not take a library name)."""
-
-    def __init__(self, library: dict):
-        self._library = library
-        self._all, self._packs = None, None
-
-    def _merged(self) -> dict:
-        packs = paper_packs()  # cached; a new CALBENCH_PAPER_PACKS gives a new dict
-        if self._packs is not packs:
-            merged = dict(self._library)
-            for pack in packs.values():
-                for name, entry in pack.calibrators().items():
-                    if name in merged:
-                        raise CalbenchError(
-                            f"paper pack {pack.name!r} registers calibrator {name!r}, which "
-                            "is already registered; give the pack's calibrator its own name."
-                        )
-                    merged[name] = entry
-            self._all, self._packs = merged, packs
-        return self._all
-
-    def __getitem__(self, name):
-        if name in self._library:  # the library's own: no pack is loaded for them
-            return self._library[name]
-        return self._merged()[name]
-
-    def __contains__(self, name):
-        return name in self._library or name in self._merged()
-
-    def __iter__(self):
-        return iter(self._merged())
-
-    def __len__(self):
-        return len(self._merged())
-
-
-CALIBRATORS: Mapping[str, tuple[type[Calibrator], dict]] = _Registered(LIBRARY_CALIBRATORS)
+CALIBRATORS: Mapping[str, tuple[type[Calibrator], dict]] = PackRegistry(
+    "CALIBRATORS", LIBRARY_CALIBRATORS, "calibrator"
+)
 
 
 def _imported(path: str) -> type[Calibrator]:
