@@ -4,7 +4,9 @@ A line ``<!-- calbench-list KIND -->`` in a page becomes the table ``calbench li
 prints (methods, calibrators, metrics, datasets, presets, tables), so the reference cannot
 drift from the code: a method added as one class and one YAML appears on its own. A line
 ``<!-- calbench-pack NAME -->`` becomes the paper pack's page: its ``README.md`` and what the
-pack holds (presets, methods, procedure twins, published tables, claims). A line
+pack holds (presets, methods, procedure twins, published tables, claims). Each pack's page
+(``papers/NAME.md``) and its entry under "Papers" in the navigation are made here, from the
+packs found by looking, so a new pack needs no edit to ``mkdocs.yml``. A line
 ``<!-- calbench-readme HEADING -->`` becomes the README's section of that heading, so the
 set-up and the tour have one source.
 """
@@ -36,6 +38,17 @@ def _table(kind: str) -> str:
     return f"{len(entries)} {kind}, from `calbench list {kind}`:\n\n" + "\n".join(lines)
 
 
+#: The kinds of part a pack's Python brings (`calbench.packs`), as its page names them.
+PART_KINDS = {
+    "CALIBRATORS": "Procedure twins",
+    "METRICS": "Metrics",
+    "LOADERS": "Data-set loaders",
+    "PROTOCOLS": "Protocols",
+    "IMPORTERS": "Published-results importers (calbench import)",
+    "LAYOUTS": "Table layouts",
+}
+
+
 def _pack_page(name: str) -> str:
     from calbench.listing import catalogue
     from calbench.packs import paper_packs
@@ -44,7 +57,7 @@ def _pack_page(name: str) -> str:
     pack = paper_packs()[name]
     own = {
         group: sorted(p.stem for p in pack.conf_folder(group).glob("*.yaml"))
-        for group in ("experiment", "method", "table", "metrics")
+        for group in ("experiment", "method", "table", "metrics", "dataset", "protocol")
     }
     described = {entry["name"]: entry["description"] for entry in catalogue("presets")}
     numbers = published(averages=True)
@@ -77,6 +90,12 @@ def _pack_page(name: str) -> str:
     ]
     if own["table"]:
         lines += ["Table layouts: " + ", ".join(f"`{t}`" for t in own["table"]) + ".", ""]
+    if own["dataset"]:
+        lines += ["Data sets: " + ", ".join(f"`{d}`" for d in own["dataset"]) + ".", ""]
+    for kind, what in PART_KINDS.items():
+        parts = pack.parts(kind)
+        if parts and kind != "CALIBRATORS":
+            lines += [f"{what}: " + ", ".join(f"`{n}`" for n in parts) + ".", ""]
     if len(numbers):
         counts = numbers.groupby("table").size()
         lines += ["| published table | printed numbers |", "|---|---|"]
@@ -97,6 +116,30 @@ def readme_section(heading: str) -> str:
     end = text.find("\n## ", start + 1)
     section = text[start : end if end != -1 else None].strip()
     return re.sub(r"\]\(docs/", "](", section)
+
+
+def _pack_pages() -> dict[str, str]:
+    """Page path -> navigation title (its ``pack.yaml`` title up to the comma), per pack."""
+    from calbench.packs import paper_packs
+
+    return {f"papers/{name}.md": pack.title.split(",")[0] for name, pack in paper_packs().items()}
+
+
+def on_config(config):
+    for section in config["nav"]:
+        if isinstance(section, dict) and "Papers" in section:
+            index = [e for e in section["Papers"] if "papers/index.md" in e.values()]
+            section["Papers"] = index + [{t: page} for page, t in _pack_pages().items()]
+    return config
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    for page in _pack_pages():
+        name = page[len("papers/") : -len(".md")]
+        files.append(File.generated(config, page, content=f"<!-- calbench-pack {name} -->\n"))
+    return files
 
 
 def on_page_markdown(markdown, page, config, files):

@@ -1,4 +1,6 @@
-"""Data sets: the `Dataset` record and `load_dataset`, one registry of loaders by name."""
+"""Data sets: the `Dataset` record and `load_dataset`, one registry of loaders by name:
+the library's (`LIBRARY_LOADERS`) and those the paper packs bring (each pack's ``LOADERS``,
+`calbench.packs.PackRegistry`), so a paper's own file reader lives in its pack."""
 
 from __future__ import annotations
 
@@ -6,26 +8,26 @@ import inspect
 
 from calbench.data.dataset import Dataset
 from calbench.data.hdf5 import load_hdf5
-from calbench.data.kull_uci import load_kull_uci
 from calbench.data.loaders import load_kull_pickle, load_npz, load_torch_pair
 from calbench.data.offline_neural import make_offline_neural
 from calbench.data.superclass import load_superclass_npz, load_superclass_pickle
 from calbench.data.synthetic import SyntheticTrueMap, make_synthetic_dirichlet
 from calbench.data.tabular import FeatureSet, load_tabular
 from calbench.errors import CalbenchError, unknown_name
+from calbench.packs import PackRegistry
 
-LOADERS = {
+LIBRARY_LOADERS = {
     "synthetic_dirichlet": make_synthetic_dirichlet,
     "npz": load_npz,
     "kull_pickle": load_kull_pickle,
     "offline_neural": make_offline_neural,
     "tabular": load_tabular,
-    "kull_uci": load_kull_uci,
     "superclass_pickle": load_superclass_pickle,
     "superclass_npz": load_superclass_npz,
     "torch_pair": load_torch_pair,
     "hdf5": load_hdf5,
 }
+LOADERS = PackRegistry("LOADERS", LIBRARY_LOADERS, "dataset loader")
 
 
 def load_dataset(name: str, /, **options) -> Dataset | FeatureSet:

@@ -3,7 +3,7 @@ classes, for each base-model family? (``calbench leaderboard E --by cal_size``).
 
 A task's properties are the data set's calibration size, test size and number of classes,
 and its classifier: from ``<results_dir>/tasks/<experiment>.csv`` where an import wrote one
-(`calbench.reproduce.imported`), else from the registered data sets' ``registry`` blocks
+(`calbench.results.importers`), else from the registered data sets' ``registry`` blocks
 (a user's own file has none: its tasks fall in no group). A numeric property is cut into
 thirds of its tasks (each value a group of its own where it takes three or fewer).
 """

@@ -38,10 +38,10 @@ def test_blocks_needed_follow_the_square_root_law():
 def test_a_leaderboard_over_few_data_sets_says_its_intervals_cannot_be_trusted(tmp_path):
     """Two data sets: the caption carries the caveat; under 5 tasks no CD diagram is drawn
     (its critical difference could separate nothing), from 5 it is."""
+    from calbench.papers.calarena2026.importer import import_calarena
     from calbench.plots.leaderboard import leaderboard_cd_figure
-    from calbench.reproduce.imported import import_calarena
     from calbench.tables.leaderboard import caption, leaderboard
-    from tests.reproduce.test_imported import write_calarena
+    from tests.papers.calarena2026.test_importer import write_calarena
 
     write_calarena(tmp_path / "source")
     import_calarena(tmp_path / "source", tmp_path / "results")

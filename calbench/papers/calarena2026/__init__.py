@@ -2,6 +2,7 @@
 SMS (its genuine methods, CIR, boosting, BBQ, Lucena's spline and the Dirichlet kernel, are
 the library's), and the per-method table its reproduction report adds."""
 
+from calbench.papers.calarena2026.importer import import_calarena
 from calbench.papers.calarena2026.published_results import BENCHMARKS, method_table
 from calbench.papers.calarena2026.replicas import (
     Float32MatrixScaling,
@@ -22,6 +23,9 @@ CALIBRATORS = {
     "venn_abers_stored": (StoredVennAbers, {}),
     "dir_odir_summed": (SummedODIR, {"regularization": "odir", "reference_class": True}),
 }
+
+#: ``calbench import calarena DIR``: its published per-task CSVs into the store.
+IMPORTERS = {"calarena": import_calarena}
 
 
 def report_extra(preset, report, results_dir) -> str:

@@ -1,9 +1,11 @@
 """Kull et al. 2019: the Keras-trained layers of their experiments_dnn code and the fixed
 diagonal of their UCI study's temperature scaling, registered beside the library's
-methods."""
+methods, and the reader of their 20 UCI files (``loader: kull_uci``, the sets
+``dataset=uci_*``)."""
 
 from calbench.papers.kull2019.keras_style import KerasStyleScaling
 from calbench.papers.kull2019.reference_fixdiag import KullFixedDiagonal
+from calbench.papers.kull2019.uci_files import load_kull_uci
 
 CALIBRATORS = {
     # Their Keras-trained layers: their reference procedure, not the optimum.
@@ -15,3 +17,5 @@ CALIBRATORS = {
     "keras_dir": (KerasStyleScaling, {"structure": "matrix", "input_space": "probabilities"}),
     "fixdiag_ts_kull": (KullFixedDiagonal, {}),
 }
+
+LOADERS = {"kull_uci": load_kull_uci}

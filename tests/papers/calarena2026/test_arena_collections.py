@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from calbench.data.hdf5 import expand_all_tasks
 from calbench.data.registry import registered_sets
 from calbench.errors import CalbenchError
-from calbench.reproduce.imported import import_calarena
+from calbench.papers.calarena2026.importer import import_calarena
 from calbench.results.experiment import Results
 from calbench.results.store import ResultStore
 from calbench.tables.leaderboard import leaderboard
@@ -151,7 +151,7 @@ def test_the_arena_preset_runs_every_task_and_ranks_beside_the_published(tmp_pat
 
 
 def test_an_experiment_mixing_published_and_run_cells_is_refused(tmp_path):
-    from tests.reproduce.test_imported import write_calarena
+    from tests.papers.calarena2026.test_importer import write_calarena
 
     results = tmp_path / "results"
     import_calarena(write_calarena(tmp_path / "src"), results)

@@ -211,8 +211,8 @@ def test_kulls_uci_files_have_the_uci_shapes(kull_uci_files, name):
 
 
 def test_every_kull_uci_set_is_registered_with_its_files_and_sums():
-    from calbench.data.kull_uci import KULL_UCI_NAMES, files_of
     from calbench.data.registry import registered_sets
+    from calbench.papers.kull2019.uci_files import KULL_UCI_NAMES, files_of
 
     sets = registered_sets()
     for name in KULL_UCI_NAMES:

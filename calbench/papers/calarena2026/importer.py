@@ -1,5 +1,6 @@
-"""A benchmark's published per-task results read into calbench's store, so that
-``calbench leaderboard``, ``tables`` and ``report`` work on them as on calbench's own runs.
+"""CalArena's published per-task results read into calbench's store (``calbench import
+calarena DIR``, `calbench.results.importers`), so that ``calbench leaderboard``, ``tables``
+and ``report`` work on them as on calbench's own runs.
 
 CalArena (probkit/CalArena) publishes one CSV per collection and method,
 ``results/<collection>/<Method>.csv``: a row per task (``dataset, model, cal_size,
@@ -211,8 +212,11 @@ def _collections(folder: Path, collections) -> list[Path]:
 
 
 def import_calarena(source_dir, results_dir, collections=None) -> dict[str, tuple[int, int]]:
-    """Store every CalArena result file under ``source_dir`` (or of ``collections`` only)
-    in ``results_dir``'s store; returns experiment -> (tasks, methods). Every file is read
+    """CalArena's published results/<collection>/<Method>.csv files, each stored as a
+    cell of the experiment calarena_published_<collection>.
+
+    Every file under ``source_dir`` (or of ``collections`` only) goes into ``results_dir``'s
+    store; returns experiment -> (tasks, methods). Every file is read
     and checked before anything is stored: a damaged one stores nothing."""
     folder = _results_folder(source_dir)
     read = {

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from calbench.errors import CalbenchError
-from calbench.reproduce.imported import experiment_name, import_calarena, method_name
+from calbench.papers.calarena2026.importer import experiment_name, import_calarena, method_name
 from calbench.results.store import ResultStore
 from calbench.stats.arena import improvement_over_uncalibrated
 from calbench.tables.leaderboard import leaderboard

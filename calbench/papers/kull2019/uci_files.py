@@ -1,6 +1,7 @@
 """Kull et al.'s own UCI data files (Kull 2019, 4.1), read as their experiment code reads them.
 
-The files are those of dirichletcal/experiments_neurips at commit ``KULL_COMMIT``, folder
+The files are those of dirichletcal/experiments_neurips at commit 54989edf (each data set's
+YAML in ``conf/dataset`` gives the URLs and SHA-256 sums `calbench data fetch` uses), folder
 ``datasets/``: the old mldata.org MATLAB files (under ``mldata/``), ``sat.trn``/``sat.tst``
 (landsat-satellite), ``movement_libras.data`` and ``yeast.data``. Their loader
 (``data_wrappers/datasets.py``) went through scikit-learn's ``fetch_mldata``, whose rules
@@ -21,11 +22,6 @@ import numpy as np
 
 from calbench.data.tabular import FeatureSet
 from calbench.errors import CalbenchError
-
-KULL_COMMIT = "54989edf11995f7f0f8390766e51133373044db2"
-KULL_URL = (
-    f"https://raw.githubusercontent.com/dirichletcal/experiments_neurips/{KULL_COMMIT}/datasets/"
-)
 
 
 def mldata_columns(matlab: dict) -> dict:
