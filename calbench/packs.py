@@ -17,7 +17,11 @@ researcher adds a paper without editing calbench. A pack holds
   beside the library's own of that kind by `PackRegistry` (a pack may not take a name the
   library or another pack holds): ``CALIBRATORS`` (name -> (class, fixed params), the
   paper's procedure twins), ``METRICS`` (name -> `calbench.metrics.MetricSpec`), ``LOADERS``
-  (a data-set ``source`` -> loader), ``PROTOCOLS``, ``IMPORTERS`` and ``LAYOUTS``; and
+  (a data set's ``loader:`` name -> its reader, `calbench.data.LOADERS`), ``PROTOCOLS``
+  (name -> (fold generator, the kind of data it takes, its option names),
+  `calbench.runner.protocols`), ``VIEWS`` (a data-set config key -> how the loaded set is
+  seen, `calbench.runner.plan`) and ``IMPORTERS`` (a published-results layout,
+  `calbench.results.importers`); and
   optionally ``report_extra(preset, report, results_dir) -> str`` (Markdown appended to its
   reproduction report).
 

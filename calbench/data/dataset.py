@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from calbench.errors import CalbenchError
-from calbench.simplex import float32_softmax, probs_to_logits, softmax
+from calbench.simplex import probs_to_logits, softmax
 from calbench.validation import check_labels, check_probabilities, check_scores
 
 
@@ -139,28 +139,6 @@ class Dataset:
             y_test,
             is_logits=False,
             **kwargs,
-        )
-
-    def as_float32_probabilities(self) -> Dataset:
-        """This set as a benchmark storing float32 probabilities holds it (CalArena's HDF5
-        files): ``ln p`` of `calbench.simplex.float32_softmax`, so methods on logits see
-        log-probabilities and methods on probabilities see the stored float32 values. A
-        binary benchmark stores class 1's probability alone, its sigmoid in float32, and
-        class 0's is its complement, 0 where class 1's rounds to 1 (CalArena's cv-binary)."""
-
-        def stored(z):
-            if z.shape[1] != 2:
-                return float32_softmax(z)
-            gap = (z[:, 1] - z[:, 0]).astype(np.float32)
-            with np.errstate(over="ignore"):
-                p1 = np.float32(1) / (np.float32(1) + np.exp(-gap))
-            return np.column_stack([np.float32(1) - p1, p1])
-
-        return dataclasses.replace(
-            self,
-            logits_cal=probs_to_logits(stored(self.logits_cal)),
-            logits_test=probs_to_logits(stored(self.logits_test)),
-            is_logits=False,
         )
 
     def as_binary(self, positive, names=None) -> Dataset:

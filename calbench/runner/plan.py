@@ -25,6 +25,7 @@ from calbench.calibrators.methods import method_from_config
 from calbench.criteria import PARAMETRISED, decision_criterion
 from calbench.data import LOADERS, Dataset, load_dataset
 from calbench.data.identity import FILE_OPTIONS, data_identity, default_name, identity_key
+from calbench.data.views import apply_views, view_keys
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
 from calbench.metrics import empirical_risk, log_loss, metric_spec
@@ -67,8 +68,9 @@ def _loader_options(loader: str):
     return inspect.signature(LOADERS[loader]).parameters if loader in LOADERS else {}
 
 
-#: The dataset config's keys the plan reads itself; every other key is a loader parameter.
-PLAN_DATASET_KEYS = frozenset({"loader", "name", "registry", "float32_probabilities", "binary"})
+#: The dataset config's keys the plan reads itself, besides the views' (`calbench.data.views`);
+#: every other key is a loader parameter.
+PLAN_DATASET_KEYS = frozenset({"loader", "name", "registry"})
 
 
 def load_configured_dataset(dataset: dict) -> Dataset:
@@ -76,10 +78,7 @@ def load_configured_dataset(dataset: dict) -> Dataset:
     published file's checksum)."""
     options = dict(dataset)
     registry = options.pop("registry", None) or {}
-    # CalArena's HDF5 files hold float32 probabilities; its methods see those, not logits.
-    float32_probabilities = bool(options.pop("float32_probabilities", False))
-    # A two-class task of a multiclass set (``{positive: [...], names: [...]}``).
-    binary = options.pop("binary", None)
+    views = {key: options.pop(key) for key in view_keys() if key in options}
     loader = options.pop("loader")
     sums = [f.get("sha256") for f in registry.get("files") or []]
     if sums and all(sums) and "sha256" in _loader_options(loader):
@@ -91,9 +90,7 @@ def load_configured_dataset(dataset: dict) -> Dataset:
     loaded = load_dataset(loader, **options)
     if display_name:
         loaded.name = display_name
-    if binary:
-        loaded = loaded.as_binary(**binary)
-    return loaded.as_float32_probabilities() if float32_probabilities else loaded
+    return apply_views(loaded, views)
 
 
 def criterion_keys(calibrator: Calibrator, method: dict) -> tuple[str, ...]:

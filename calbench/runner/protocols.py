@@ -29,6 +29,7 @@ from sklearn.model_selection import StratifiedKFold
 from calbench.data import Dataset, FeatureSet
 from calbench.data.classifier_scores import scored_folds
 from calbench.errors import CalbenchError, check_choice, check_int, unknown_name
+from calbench.packs import PackRegistry
 
 
 @dataclass
@@ -121,8 +122,9 @@ def classifier_cv(
         yield Fold(fold.index, members, dataset.y[fold.test_index])
 
 
-#: protocol name -> (fold generator, the kind of data it takes, its own options)
-PROTOCOLS = {
+#: protocol name -> (fold generator, the kind of data it takes, its own options); a paper
+#: pack brings its own the same way (its ``PROTOCOLS``), registered beside these.
+LIBRARY_PROTOCOLS = {
     "holdout": (holdout, Dataset, ("select_on",)),
     "nested": (nested, Dataset, ("outer_folds",)),
     "classifier_cv": (
@@ -131,6 +133,7 @@ PROTOCOLS = {
         ("repeats", "outer_folds", "calibration_folds", "cache_dir", "select_on"),
     ),
 }
+PROTOCOLS = PackRegistry("PROTOCOLS", LIBRARY_PROTOCOLS, "protocol")
 #: How every protocol searches a grid by inner CV (`calbench.runner.selection.select_and_fit`).
 INNER_KEYS = ("inner_folds", "average_inner_models", "inner_cv", "grid_patience", "widen_edges")
 INNER_CV = ("stratified", "kfold")

@@ -13,6 +13,7 @@ from calbench.papers.calarena2026.replicas import (
     StoredVennAbers,
     SummedODIR,
 )
+from calbench.papers.calarena2026.stored_inputs import float32_probabilities
 
 CALIBRATORS = {
     "vs_logp": (LogProbabilityVectorScaling, {}),
@@ -26,6 +27,9 @@ CALIBRATORS = {
 
 #: ``calbench import calarena DIR``: its published per-task CSVs into the store.
 IMPORTERS = {"calarena": import_calarena}
+
+#: ``dataset.float32_probabilities: true``: the inputs as its HDF5 files store them.
+VIEWS = {"float32_probabilities": float32_probabilities}
 
 
 def report_extra(preset, report, results_dir) -> str:

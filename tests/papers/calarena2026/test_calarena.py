@@ -24,6 +24,7 @@ from calbench.papers.calarena2026.published_results import (
     rebuild_source,
     sources,
 )
+from calbench.papers.calarena2026.stored_inputs import float32_probabilities
 from calbench.simplex import float32_softmax, probs_to_logits
 
 pc = pytest.importorskip("probmetrics.calibrators")
@@ -184,7 +185,7 @@ def test_float32_probabilities_are_calarenas_stored_values():
     y = rng.integers(0, 3, 50)
     shifted = z - z.max(axis=1, keepdims=True)
     expected = (np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)).astype(np.float32)
-    data = Dataset("t", z, y, z, y).as_float32_probabilities()
+    data = float32_probabilities(Dataset("t", z, y, z, y))
     assert np.array_equal(np.exp(data.logits_cal).astype(np.float32), expected)
     assert not data.is_logits
 
@@ -275,7 +276,7 @@ def test_the_binary_task_is_calarenas_animals_against_machines(rng):
     np.testing.assert_allclose(data.probs_test[:, 1], 1 / (1 + np.exp(-b)), rtol=1e-12)
     np.testing.assert_array_equal(data.y_test, (y >= 2) & (y <= 7))
     assert data.class_names == ["machine", "animal"]
-    stored = data.as_float32_probabilities()
+    stored = float32_probabilities(data)
     p1 = (1 / (1 + np.exp(-b.astype(np.float32)))).astype(np.float32)
     np.testing.assert_allclose(stored.probs_test[:, 1], p1, rtol=1e-7)
     certain = p1 == 1
