@@ -228,9 +228,8 @@ def test_each_paper_pack_holds_its_configs_numbers_and_page():
     """Each of calbench's packs has its ``pack.yaml``, its page (``README.md``) and its
     presets; a pack with published numbers names only its own presets in them."""
     from calbench.conf_files import load_yaml
-    from calbench.reproduce.published import published
-
     from calbench.packs import paper_packs
+    from calbench.reproduce.published import published
 
     folders = sorted(
         p for p in (PACKAGE / "papers").iterdir() if p.is_dir() and p.name != "__pycache__"
