@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3 >/dev/null 2>&1 && echo python3 || echo python)
 RESULTS ?= results
 
-.PHONY: install run test test-slow test-tour test-networks lint docs tables ho networks figures report reproduce reproduce-uci bench bench-gpu clean
+.PHONY: install run test test-slow test-slurm test-tour test-networks lint docs tables ho networks figures report reproduce reproduce-uci bench bench-gpu clean
 
 # torch first: 2.13.0 is the CPU build available on this project's machines; any
 # torch >= 2.0 works elsewhere.
@@ -22,6 +22,11 @@ test:
 
 test-slow:
 	$(PYTHON) -m pytest -q -m slow
+
+# A sweep through a one-node SLURM cluster started on this machine (root, slurm-wlm and
+# munge installed; skips with the reason otherwise; about 20 s).
+test-slurm:
+	$(PYTHON) -m pytest -q -m slow tests/runner/test_slurm.py
 
 # The README's tour, run from the README's text in an empty folder (about a minute).
 test-tour:

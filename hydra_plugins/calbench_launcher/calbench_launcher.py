@@ -30,13 +30,16 @@ run again, each in a process of its own, so the death costs its own cell only.
 ("auto": the one ``ray start`` runs here; null: Ray started on this machine's cores), and
 as many run at once as the cluster has CPUs; Ray runs a task again when its worker process
 dies (``ray_retries``), so a killed worker's cell is rerun, not lost (tests/runner/test_ray.py).
+``backend=slurm`` submits the cells as SLURM array jobs through submitit (``slurm.*``:
+cells per task, resources per method, retries of a task that ended without results, a dry
+run; `hydra_plugins.calbench_launcher.slurm`, tests/runner/test_slurm.py).
 """
 
 import logging
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -48,6 +51,7 @@ from hydra.plugins.launcher import Launcher
 from omegaconf import open_dict
 
 from calbench.runner.progress import SweepEstimate, cell_cost, clock
+from hydra_plugins.calbench_launcher.slurm import SlurmConf, on_slurm, slurm_conf
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,8 @@ class CalbenchLauncherConf:
     ray_retries: int = 3
     #: Stop at the first failed cell (default: run every other cell, then report).
     fail_fast: bool = False
+    #: backend=slurm: array jobs, resources, retries (`slurm.SlurmConf`).
+    slurm: SlurmConf = field(default_factory=SlurmConf)
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="calbench", node=CalbenchLauncherConf)
@@ -166,7 +172,7 @@ def _time_left(known: float | None, untimed: list[str]) -> str:
 
 #: ``hydra.launcher.compose``'s and ``hydra.launcher.backend``'s values.
 COMPOSE = ("cached", "hydra")
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "slurm")
 
 
 class CalbenchLauncher(Launcher):
@@ -179,8 +185,10 @@ class CalbenchLauncher(Launcher):
         ray_address: str | None = None,
         ray_retries: int = 3,
         fail_fast: bool = False,
+        slurm=None,
     ) -> None:
         self.n_jobs, self.progress, self.compose = n_jobs, progress, compose
+        self.slurm = slurm
         self.fail_fast = fail_fast
         self.backend, self.ray_address, self.ray_retries = backend, ray_address, ray_retries
         self.config = self.task_function = self.hydra_context = None
@@ -207,6 +215,7 @@ class CalbenchLauncher(Launcher):
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        finished = None  # backend=slurm: its tasks, submitted once the plan is checked
         try:
             for key, value, allowed in (
                 ("compose", self.compose, COMPOSE),
@@ -216,23 +225,31 @@ class CalbenchLauncher(Launcher):
                     raise ValueError(
                         f"hydra.launcher.{key} must be one of {', '.join(allowed)}; got {value!r}."
                     )
-            jobs = (
-                _ray_cpus(self.ray_address)
-                if self.backend == "ray"
-                else workers(int(self.n_jobs), len(job_overrides))
-            )
+            if self.backend == "slurm":
+                self.slurm = slurm_conf(self.slurm)
+                tasks = -(-len(job_overrides) // max(1, int(self.slurm.cells_per_job)))
+                jobs = max(1, min(int(self.slurm.max_running), tasks))
+            elif self.backend == "ray":
+                jobs = _ray_cpus(self.ray_address)
+            else:
+                jobs = workers(int(self.n_jobs), len(job_overrides))
+            run, args, costs = self._jobs(job_overrides, initial_job_idx)
+            if self.backend == "slurm":
+                folder = Path(
+                    str(self.slurm.folder or Path(str(self.config.results_dir)) / "slurm")
+                )
+                finished = on_slurm(run, list(args), [m for m, _ in costs], self.slurm, folder)
         except ValueError as exc:  # one line, as calbench's other errors (no traceback)
             print(f"calbench: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         log.info(f"calbench launcher: {len(job_overrides)} cells on {jobs} job(s)")
-        run, args, costs = self._jobs(job_overrides, initial_job_idx)
         progress = Progress(SweepEstimate(costs, jobs), self.progress)
         results: dict[int, JobReturn] = {}
         if self.backend == "ray":
             finished = _on_ray(run, args, self.ray_retries)
-        elif jobs == 1:
+        elif self.backend == "local" and jobs == 1:
             finished = (run(*a) for a in args)
-        else:
+        elif self.backend == "local":
             finished = _on_workers(run, list(args), jobs)
         for idx, ret, seconds in finished:
             results[idx] = ret
