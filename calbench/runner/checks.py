@@ -15,7 +15,8 @@ import numbers
 from calbench.conf_files import group_files, root_config
 from calbench.data.identity import FILE_OPTIONS, default_name
 from calbench.errors import CalbenchError, nearest
-from calbench.runner.spec import CELL_KEYS, CellSpec
+from calbench.runner.cell_identity import CELL_KEYS
+from calbench.runner.spec import CellSpec
 from calbench.validation import check_name
 
 

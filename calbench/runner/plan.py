@@ -4,8 +4,9 @@
 runs every check of it (`calbench.runner.checks`), and reads each config group into what
 the rest of the runner uses: the method's calibrator with its grid, the criterion (its
 options, its own grid, how inner CV rates it), the protocol (`Protocol`: outer folds and
-inner CV), the metric set, and the cell's hash. What needs the data (the data set, the
-decision task of a fold, the calibrator for that task) comes from the plan's methods.
+inner CV), the metric set, and the cell's hash (`calbench.runner.cell_identity`). What
+needs the data (the data set, the decision task of a fold, the calibrator for that task)
+comes from the plan's methods.
 Below the plan, nothing reads a config dict: `calbench.runner.cell` fits and scores from
 it, `calbench.runner.job` stores what the cell gave under `CellPlan.hash`.
 """
@@ -24,12 +25,11 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.methods import method_from_config
 from calbench.criteria import PARAMETRISED, decision_criterion
 from calbench.data import LOADERS, Dataset, load_dataset
-from calbench.data.identity import FILE_OPTIONS, data_identity, default_name, identity_key
+from calbench.data.identity import data_identity, default_name
 from calbench.errors import CalbenchError
-from calbench.hashing import config_hash
 from calbench.metrics import empirical_risk, log_loss, metric_spec
+from calbench.runner.cell_identity import cell_groups, cell_hash
 from calbench.runner.checks import check_run_config
-from calbench.runner.code import code_identity
 from calbench.runner.decision_task import DecisionTask, decision_task
 from calbench.runner.protocols import Fold, Protocol
 from calbench.runner.spec import CellSpec
@@ -123,7 +123,7 @@ class CellPlan:
     #: own choice where it makes one (Kull et al. fitted VecS once on the whole
     #: calibration set, their ODIR maps as an average), else the protocol's.
     average_inner_models: bool
-    #: The groups that determine the cell's numbers, as hashed and stored.
+    #: The groups that determine the cell's numbers, as stored (`cell_identity.cell_groups`).
     cell: dict = field(repr=False)
     hash: str
     #: The user's files it reads, by name and content (`calbench.data.identity`); None
@@ -258,12 +258,7 @@ def plan_cell(cfg: DictConfig | dict | CellSpec) -> CellPlan:
         metric_spec((options or {}).get("fn", name))
     protocol = Protocol.of(spec.protocol)
     keys = criterion_keys(template, method)
-    cell = spec.groups()
-    if not keys:
-        cell["criterion"] = {"name": "none"}
-    code = code_identity(template)  # the user's own code: edited, it is another cell
-    if code is not None:
-        cell["code"] = code
+    cell = cell_groups(spec, template, takes_criterion=bool(keys))
     data = data_identity(spec.dataset)
     return CellPlan(
         spec=spec,
@@ -274,24 +269,6 @@ def plan_cell(cfg: DictConfig | dict | CellSpec) -> CellPlan:
         criterion_keys=keys,
         average_inner_models=method.get("average_inner_models", protocol.average_inner_models),
         cell=cell,
-        hash=config_hash(_hashed(cell, data)),
+        hash=cell_hash(cell, data),
         data=data,
     )
-
-
-def _hashed(cell: dict, data: dict | None) -> dict:
-    """What a cell's hash covers: its groups, except that the user's own files are named by
-    their names and contents (``data``, `calbench.data.identity`) and a task of an HDF5
-    benchmark file by the file's name and its arrays' SHA-256
-    (`calbench.data.hdf5.task_identity`), rather than by the folder they sit in."""
-    dataset = cell.get("dataset") or {}
-    if data is not None:
-        identity = {k: v for k, v in dataset.items() if k not in FILE_OPTIONS[dataset["loader"]]}
-        return {**cell, "dataset": {**identity, "content": identity_key(data)}}
-    if dataset.get("loader") != "hdf5":
-        return cell
-    from calbench.data.hdf5 import task_identity
-
-    identity = dict(dataset)
-    identity["path"] = task_identity(dataset["path"], str(dataset["task"]))
-    return {**cell, "dataset": identity}
