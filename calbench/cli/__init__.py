@@ -95,14 +95,15 @@ def check_results_dir(argv: list[str]) -> None:
     is a traceback, and an empty value puts its logs in /hydra at the filesystem root."""
     from pathlib import Path
 
-    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "results_dir"]
-    value = given[-1] if given else "results"
+    from calbench.cli.options import RESULTS_DIR, results_dir_of
+
+    value = results_dir_of(argv)
     if "${" in value or ("," in value and "-m" in argv):
         return  # an interpolation or a sweep over folders: Hydra resolves it
     if not value.strip():
         fail(
             "results_dir is empty: Hydra would write its logs to /hydra at the filesystem root. "
-            "Give a folder, e.g. results_dir=results."
+            f"Give a folder, e.g. results_dir={RESULTS_DIR}."
         )
     existing = Path(value).expanduser().absolute()
     while not existing.exists() and existing != existing.parent:
@@ -225,8 +226,9 @@ def _interrupted(argv: list[str], started: float) -> None:
     """Ctrl-C during ``run``: one line saying what is safe (cells are stored atomically)."""
     from pathlib import Path
 
-    results = next((a.split("=", 1)[1] for a in argv if a.startswith("results_dir=")), "results")
-    store = Path(results) / "store"
+    from calbench.cli.options import results_dir_of
+
+    store = Path(results_dir_of(argv)) / "store"
     done = (
         [p for p in store.glob("*.csv") if p.stat().st_mtime >= started] if store.is_dir() else []
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import calbench.reproduce.imported as service
+from calbench.cli.options import add_results_dir_option
 
 
 def main(argv: list[str]) -> None:
@@ -17,7 +18,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "source", help="a folder holding results/<collection>/<Method>.csv (or those folders)"
     )
-    parser.add_argument("--results-dir", default="results", help="default: results")
+    add_results_dir_option(parser)
     parser.add_argument(
         "--collection",
         action="append",

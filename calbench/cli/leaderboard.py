@@ -6,7 +6,11 @@ import argparse
 from pathlib import Path
 
 import calbench.tables.leaderboard as service
-from calbench.cli.options import add_paired_bootstrap_options, paired_bootstrap_settings
+from calbench.cli.options import (
+    add_paired_bootstrap_options,
+    add_results_dir_option,
+    paired_bootstrap_settings,
+)
 
 
 def main(argv: list[str]) -> None:
@@ -17,7 +21,7 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("experiment")
     parser.add_argument("--metric", action="append", help="default: log_loss; repeatable")
-    parser.add_argument("--results-dir", default="results", help="default: results")
+    add_results_dir_option(parser)
     parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
     add_paired_bootstrap_options(parser)
     parser.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import calbench.tables.write as service
+from calbench.cli.options import add_results_dir_option
 from calbench.errors import CalbenchError
 from calbench.plots.write import risk_curve_files
 from calbench.stats.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
@@ -17,7 +18,7 @@ def main(argv: list[str]) -> None:
         description=service.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--results-dir", default="results", help="default: results")
+    add_results_dir_option(parser)
     parser.add_argument("--experiment", help="only this experiment's tables")
     parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
     parser.add_argument(
