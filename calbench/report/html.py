@@ -281,7 +281,7 @@ def methods_html(cells: pd.DataFrame, configs: dict) -> str:
 def _edge_td(grid: dict, chosen) -> str:
     """How many cells chose a value at an edge of the grid, per key: a choice at the edge
     on most cells says the grid stopped short (``+protocol.widen_edges=2``)."""
-    from calbench.runner.selection import edge_choices
+    from calbench.runner.grid import edge_choices
 
     counts: dict[str, int] = {}
     for params in chosen:

@@ -30,15 +30,11 @@ Documented for users in ``docs/guide/results.md`` ("What a cell's identity holds
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
 
+from calbench.calibrators.base import Calibrator
 from calbench.data.identity import FILE_OPTIONS, identity_key
 from calbench.hashing import config_hash
 from calbench.runner.code import code_identity
-
-if TYPE_CHECKING:
-    from calbench.calibrators.base import Calibrator
-    from calbench.runner.spec import CellSpec
 
 #: The parts of the configuration that determine a cell's numbers (and so its hash).
 CELL_KEYS = (
@@ -54,8 +50,9 @@ CELL_KEYS = (
 )
 
 
-def cell_groups(spec: CellSpec, template: Calibrator, takes_criterion: bool) -> dict:
-    """The cell's identifying groups as stored beside it: the `CELL_KEYS` groups, the
+def cell_groups(spec, template: Calibrator, takes_criterion: bool) -> dict:
+    """The identifying groups of a `calbench.runner.spec.CellSpec` (which imports
+    `CELL_KEYS` from here), as stored beside the cell: the `CELL_KEYS` groups, the
     criterion as ``none`` where the calibrator takes none, and ``code`` where the
     calibrator runs code outside the installed release."""
     cell = copy.deepcopy({key: getattr(spec, key) for key in CELL_KEYS})

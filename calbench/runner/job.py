@@ -15,9 +15,9 @@ from calbench.results.locks import cell_lock
 from calbench.results.predictions import check_storage
 from calbench.results.store import ResultStore
 from calbench.runner.cell import evaluate_cell
+from calbench.runner.grid import edge_choices
 from calbench.runner.plan import CellPlan
 from calbench.runner.progress import running
-from calbench.runner.selection import edge_choices
 from calbench.yaml_text import dump_yaml
 
 
