@@ -58,7 +58,7 @@ def fail(message: str) -> None:
 
 def run_cell(config, experiment_choice: str | None) -> dict:
     """One cell of ``calbench run``: ``config`` is Hydra's composed config (or the plain
-    resolved one calbench's launcher composes, `hydra_plugins.calbench_launcher.composition`), and
+    resolved one calbench's launcher composes, `hydra_plugins.calbench_launcher.sweep_composer`), and
     ``experiment_choice`` the ``experiment=`` it was given. Returns what the sweep's
     progress line reads."""
     from calbench.runner.checks import check_experiment_choice

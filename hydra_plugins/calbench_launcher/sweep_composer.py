@@ -10,7 +10,7 @@ the parts of its overrides put in: config-group choices first, then values, as H
 applies them. Everything else -- an override that reaches outside its key (a
 ``@package _global_`` preset), two swept overrides on overlapping keys, an interpolation
 that is more than a path (``${now:...}``) -- is composed by Hydra itself, whole.
-``tests/calibrators/test_composition.py`` checks the result against Hydra's own for every preset and
+``tests/runner/test_sweep_composer.py`` checks the result against Hydra's own for every preset and
 swept value.
 """
 

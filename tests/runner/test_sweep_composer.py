@@ -1,5 +1,5 @@
 """calbench's launcher composes each distinct part of a sweep once
-(`hydra_plugins.calbench_launcher.composition`): its configs must be Hydra's own, value
+(`hydra_plugins.calbench_launcher.sweep_composer`): its configs must be Hydra's own, value
 for value, for every preset and every value its sweep names, and wherever it cannot be sure it must
 hand the job to Hydra whole."""
 
@@ -10,7 +10,7 @@ import random
 import pytest
 
 from calbench.conf_files import read_group, swept_values
-from hydra_plugins.calbench_launcher.composition import (
+from hydra_plugins.calbench_launcher.sweep_composer import (
     SweepComposer,
     as_cell_config,
     hydra_compose,
