@@ -56,11 +56,12 @@ def fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def run_cell(config, experiment_choice: str | None) -> dict:
-    """One cell of ``calbench run``: ``config`` is Hydra's composed config (or the plain
-    resolved one calbench's launcher composes, `hydra_plugins.calbench_launcher.sweep_composer`), and
-    ``experiment_choice`` the ``experiment=`` it was given. Returns what the sweep's
-    progress line reads."""
+def run_and_store_cell(config, experiment_choice: str | None) -> dict:
+    """One cell of ``calbench run``, planned, run and stored unless it is stored already
+    (`calbench.runner.cell.run_cell` computes a plan's rows alone): ``config`` is Hydra's
+    composed config (or the plain resolved one calbench's launcher composes,
+    `hydra_plugins.calbench_launcher.sweep_composer`), and ``experiment_choice`` the
+    ``experiment=`` it was given. Returns what the sweep's progress line reads."""
     from calbench.runner.checks import check_experiment_choice
     from calbench.runner.job import found_stored, run_job
     from calbench.runner.plan import plan_cell
@@ -206,18 +207,18 @@ def _run(argv: list[str]) -> None:
     check_override_keys(argv)
 
     def app(cfg: DictConfig) -> dict:
-        """One cell, as Hydra runs it (`run_cell`)."""
+        """One cell, as Hydra runs it (`run_and_store_cell`)."""
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
         hydra_config = HydraConfig.get()
         choice = hydra_config.runtime.choices.get("experiment")
         if hydra_config.mode == RunMode.MULTIRUN:  # the launcher records each failure
-            return run_cell(cfg, choice)
-        return _single_cell(lambda: run_cell(cfg, choice))
+            return run_and_store_cell(cfg, choice)
+        return _single_cell(lambda: run_and_store_cell(cfg, choice))
 
     # calbench's launcher runs the cells it composed itself through this, not through app.
-    app.calbench_cell = run_cell
+    app.calbench_cell = run_and_store_cell
     sys.argv = ["calbench run", *argv]
     hydra.main(version_base="1.3", config_path="pkg://calbench.conf", config_name="config")(app)()
 

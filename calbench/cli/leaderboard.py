@@ -13,7 +13,7 @@ from calbench.cli.options import (
 )
 
 
-def main(argv: list[str]) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calbench leaderboard",
         description=service.__doc__,
@@ -41,7 +41,11 @@ def main(argv: list[str]) -> None:
         help="also a leaderboard per group of tasks: cal_size, test_size or n_classes (thirds "
         "of the tasks) or classifier",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> None:
+    args = _parser().parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
     settings = paired_bootstrap_settings(args)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
@@ -64,21 +68,26 @@ def main(argv: list[str]) -> None:
         for path in win_rate_figure(board, out) + leaderboard_cd_figure(board, out):
             print(f"wrote {path}")
         if args.by:
-            from calbench.atomic import atomic_write_text
-            from calbench.tables.groups import groups_markdown, leaderboards_by
+            _write_by_group(args, board.experiment, metric, settings, methods, out)
 
-            boards = leaderboards_by(
-                args.results_dir,
-                args.experiment,
-                metric,
-                args.by,
-                settings=settings,
-                paired=not args.no_paired,
-                methods=methods,
-                beside=args.beside,
-            )
-            text = f"**{board.experiment} on {metric}, by {args.by}**\n\n" + groups_markdown(boards)
-            print(text)
-            path = out / f"{board.experiment}_{metric}_by_{args.by}.md"
-            atomic_write_text(path, text)
-            print(f"wrote {path}")
+
+def _write_by_group(args, experiment: str, metric: str, settings, methods, out: Path) -> None:
+    """A leaderboard per group of tasks (``--by``), printed and written beside the others."""
+    from calbench.atomic import atomic_write_text
+    from calbench.tables.groups import groups_markdown, leaderboards_by
+
+    boards = leaderboards_by(
+        args.results_dir,
+        args.experiment,
+        metric,
+        args.by,
+        settings=settings,
+        paired=not args.no_paired,
+        methods=methods,
+        beside=args.beside,
+    )
+    text = f"**{experiment} on {metric}, by {args.by}**\n\n" + groups_markdown(boards)
+    print(text)
+    path = out / f"{experiment}_{metric}_by_{args.by}.md"
+    atomic_write_text(path, text)
+    print(f"wrote {path}")
