@@ -8,7 +8,7 @@ from tabulate import tabulate
 from calbench.atomic import writable
 from calbench.calibrators.bounds import bound_hint
 from calbench.calibrators.methods import bounded_variant
-from calbench.data.identity import default_name
+from calbench.data.identity import user_files_name
 from calbench.decision.family import CURVE_METRIC
 from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
 from calbench.results.locks import cell_lock
@@ -58,7 +58,7 @@ def _compute_and_store(plan: CellPlan, store: ResultStore):
         if plan.data is not None and all(f["sha256"] for f in plan.data["files"]):
             with writable(store.root):
                 store.claim_data_name(
-                    plan.spec.experiment, default_name(plan.spec.dataset), plan.data
+                    plan.spec.experiment, user_files_name(plan.spec.dataset), plan.data
                 )
         with running(label):  # a long grid search names the cell in its progress lines
             rows, predictions = evaluate_cell(plan)

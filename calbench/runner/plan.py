@@ -25,7 +25,7 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.methods import method_from_config
 from calbench.criteria import PARAMETRISED, decision_criterion
 from calbench.data import LOADERS, Dataset, load_dataset
-from calbench.data.identity import data_identity, default_name
+from calbench.data.identity import data_identity, user_files_name
 from calbench.errors import CalbenchError
 from calbench.metrics import empirical_risk, log_loss, metric_spec
 from calbench.runner.cell_identity import cell_groups, cell_hash
@@ -165,13 +165,13 @@ class CellPlan:
         dataset = self.spec.dataset
         data = dataset["name"]
         if not data and self.data is not None:
-            data = default_name(dataset)
+            data = user_files_name(dataset)
         elif not data and dataset.get("loader") == "hdf5":
-            from calbench.data.hdf5 import default_name as hdf5_name
+            from calbench.data.hdf5 import hdf5_task_name
 
             task = str(dataset["task"])
             split = dataset.get("split_task")
-            data = task.replace("/", " / ") if split else hdf5_name(dataset["path"], task)
+            data = task.replace("/", " / ") if split else hdf5_task_name(dataset["path"], task)
         return f"{self.spec.experiment} | {data or dataset['loader']} | {self.method}"
 
     def load_dataset(self) -> Dataset:
