@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf
 
 #: ``${a.b}``: an interpolation that names a node by its absolute path.
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\}")
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\}")
 
 
 class _NotSeparable(Exception):
@@ -117,12 +117,12 @@ def resolve(tree: dict) -> dict:
             return [value(v, depth) for v in node]
         if not isinstance(node, str) or "${" not in node:
             return node
-        whole = _REFERENCE.fullmatch(node)
+        whole = _INTERPOLATION.fullmatch(node)
         if whole:
             return target(whole.group(1), depth)
-        if "\\" in node or "${" in _REFERENCE.sub("", node):
+        if "\\" in node or "${" in _INTERPOLATION.sub("", node):
             raise _NotSeparable  # resolvers, escapes, nested or relative interpolations
-        return _REFERENCE.sub(lambda m: _as_text(target(m.group(1), depth)), node)
+        return _INTERPOLATION.sub(lambda m: _as_text(target(m.group(1), depth)), node)
 
     def target(dotted, depth):
         found, missing = _at(tree, tuple(dotted.split(".")))
@@ -276,7 +276,7 @@ def _config_loader():
 
 def hydra_compose(overrides: Sequence[str]) -> DictConfig:
     """Hydra's own composition of calbench's config with ``overrides``, its ``hydra`` node
-    included, as Hydra's launchers compose a job (the reference `SweepComposer` is checked
+    included, as Hydra's launchers compose a job (what `SweepComposer` is checked
     against, and the composer of tests and benchmarks)."""
     from hydra.types import RunMode
 
