@@ -33,7 +33,7 @@ COLUMNS = [
 ]
 
 #: Columns a cell's rows may lack (those of earlier versions, or rows made by hand), and
-#: what they hold then: ``fitted`` (`Calibrator.learned` per fold, JSON) came in 2026-11.
+#: what they hold then: ``fitted`` (`Calibrator.learned` per fold, JSON).
 OPTIONAL_COLUMNS = {"fitted": "{}"}
 
 #: What the store adds to a cell's `COLUMNS`: when it was stored, and the rows' checksum.

@@ -42,8 +42,8 @@ SELECT_BY = ("log_loss", "empirical_risk")
 class Criterion:
     """A ``criterion`` config group: what the calibrator minimises (``name`` and
     ``options``), the criterion's own grid (Ho 3.6 searches the Direct Loss's lambda and
-    beta), and how inner CV rates grid points. ``select_by`` came after stores were
-    written, so a criterion YAML leaves it out and this is its value."""
+    beta), and how inner CV rates grid points. A criterion YAML leaves ``select_by`` out
+    for the log-loss, so it stays out of the cells' hashes (`calbench.runner.cell_identity`)."""
 
     name: str
     options: dict
