@@ -17,7 +17,6 @@ swept value.
 # No `from __future__ import annotations`: Hydra's plugin scan executes this module without
 # registering it in sys.modules, where a dataclass's string annotations cannot be resolved.
 
-import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -264,20 +263,3 @@ class SweepComposer:
                 raise _NotSeparable  # Hydra's to refuse (or to merge)
             tree = _with(tree, part.path, part.value, part.missing)
         return tree, choices
-
-
-@functools.cache
-def _config_loader():
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path
-
-    return ConfigLoaderImpl(config_search_path=create_config_search_path("pkg://calbench.conf"))
-
-
-def hydra_compose(overrides: Sequence[str]) -> DictConfig:
-    """Hydra's own composition of calbench's config with ``overrides``, its ``hydra`` node
-    included, as Hydra's launchers compose a job (what `SweepComposer` is checked
-    against, and the composer of tests and benchmarks)."""
-    from hydra.types import RunMode
-
-    return _config_loader().load_configuration("config", list(overrides), run_mode=RunMode.RUN)
