@@ -56,11 +56,12 @@ def fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def run_cell(config, experiment_choice: str | None) -> dict:
-    """One cell of ``calbench run``: ``config`` is Hydra's composed config (or the plain
-    resolved one calbench's launcher composes, `hydra_plugins.calbench_launcher.composition`), and
-    ``experiment_choice`` the ``experiment=`` it was given. Returns what the sweep's
-    progress line reads."""
+def run_and_store_cell(config, experiment_choice: str | None) -> dict:
+    """One cell of ``calbench run``, planned, run and stored unless it is stored already
+    (`calbench.runner.cell.run_cell` computes a plan's rows alone): ``config`` is Hydra's
+    composed config (or the plain resolved one calbench's launcher composes,
+    `hydra_plugins.calbench_launcher.sweep_composer`), and ``experiment_choice`` the
+    ``experiment=`` it was given. Returns what the sweep's progress line reads."""
     from calbench.runner.checks import check_experiment_choice
     from calbench.runner.job import found_stored, run_job
     from calbench.runner.plan import plan_cell
@@ -95,14 +96,15 @@ def check_results_dir(argv: list[str]) -> None:
     is a traceback, and an empty value puts its logs in /hydra at the filesystem root."""
     from pathlib import Path
 
-    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "results_dir"]
-    value = given[-1] if given else "results"
+    from calbench.cli.options import RESULTS_DIR, results_dir_of
+
+    value = results_dir_of(argv)
     if "${" in value or ("," in value and "-m" in argv):
         return  # an interpolation or a sweep over folders: Hydra resolves it
     if not value.strip():
         fail(
             "results_dir is empty: Hydra would write its logs to /hydra at the filesystem root. "
-            "Give a folder, e.g. results_dir=results."
+            f"Give a folder, e.g. results_dir={RESULTS_DIR}."
         )
     existing = Path(value).expanduser().absolute()
     while not existing.exists() and existing != existing.parent:
@@ -205,18 +207,18 @@ def _run(argv: list[str]) -> None:
     check_override_keys(argv)
 
     def app(cfg: DictConfig) -> dict:
-        """One cell, as Hydra runs it (`run_cell`)."""
+        """One cell, as Hydra runs it (`run_and_store_cell`)."""
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
         hydra_config = HydraConfig.get()
         choice = hydra_config.runtime.choices.get("experiment")
         if hydra_config.mode == RunMode.MULTIRUN:  # the launcher records each failure
-            return run_cell(cfg, choice)
-        return _single_cell(lambda: run_cell(cfg, choice))
+            return run_and_store_cell(cfg, choice)
+        return _single_cell(lambda: run_and_store_cell(cfg, choice))
 
     # calbench's launcher runs the cells it composed itself through this, not through app.
-    app.calbench_cell = run_cell
+    app.calbench_cell = run_and_store_cell
     sys.argv = ["calbench run", *argv]
     hydra.main(version_base="1.3", config_path="pkg://calbench.conf", config_name="config")(app)()
 
@@ -225,8 +227,9 @@ def _interrupted(argv: list[str], started: float) -> None:
     """Ctrl-C during ``run``: one line saying what is safe (cells are stored atomically)."""
     from pathlib import Path
 
-    results = next((a.split("=", 1)[1] for a in argv if a.startswith("results_dir=")), "results")
-    store = Path(results) / "store"
+    from calbench.cli.options import results_dir_of
+
+    store = Path(results_dir_of(argv)) / "store"
     done = (
         [p for p in store.glob("*.csv") if p.stat().st_mtime >= started] if store.is_dir() else []
     )

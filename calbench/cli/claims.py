@@ -7,7 +7,11 @@ from pathlib import Path
 
 import calbench.reproduce.claims as service
 from calbench.atomic import atomic_write_text
-from calbench.cli.options import add_paired_bootstrap_options, paired_bootstrap_settings
+from calbench.cli.options import (
+    add_paired_bootstrap_options,
+    add_results_dir_option,
+    paired_bootstrap_settings,
+)
 
 
 def main(argv: list[str]) -> None:
@@ -17,7 +21,7 @@ def main(argv: list[str]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("experiment")
-    parser.add_argument("--results-dir", default="results", help="default: results")
+    add_results_dir_option(parser)
     add_paired_bootstrap_options(parser)
     args = parser.parse_args(argv)
     settings = paired_bootstrap_settings(args)

@@ -10,7 +10,7 @@ import calbench.data.install as service
 from calbench.errors import CalbenchError
 
 
-def main(argv: list[str]) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calbench data",
         description=service.__doc__,
@@ -47,64 +47,102 @@ def main(argv: list[str]) -> None:
         default=None,
         help="fetch: copy the files from this local folder instead of downloading them",
     )
-    args = parser.parse_args(argv)
-    if args.command == "list":
-        rows, headers = service.list_sets(args.data_dir), service.LIST_HEADERS
-        if not args.wide:
-            rows, headers = service.compact(rows)
-        print(tabulate(rows, headers=headers))
-    elif args.command == "has":
-        if not args.names:
-            raise CalbenchError("Name the data sets to check: calbench data has NAME...")
-        problems = service.usable(args.names, args.data_dir)
-        for problem in problems:
-            print(problem)
-        if problems:
-            raise SystemExit(1)
-    elif args.command == "present":
-        if len(args.names) != 1:
-            raise CalbenchError("Name one preset: calbench data present PRESET")
-        found = service.present_sets(args.names[0], args.data_dir)
-        if not found:
-            raise CalbenchError(
-                f"None of {args.names[0]}'s data sets is in {args.data_dir}; fetch them "
-                "(calbench data fetch NAME, or --from DIR)."
-            )
-        print(",".join(found))
-    elif args.command == "tasks":
-        if len(args.names) != 1:
-            raise CalbenchError("Name one HDF5 file: calbench data tasks FILE")
-        from calbench.data.hdf5 import tasks
+    return parser
 
-        found = tasks(
-            args.names[0],
-            min_classes=args.min_classes,
-            max_classes=args.max_classes,
-            max_rows=args.max_rows,
-            datasets=args.dataset,
-        )
-        if not found:
-            raise CalbenchError(f"No task of {args.names[0]} passes the filters.")
-        if args.table:
-            rows = [(t.name, t.n_classes, t.n_cal, t.n_test) for t in found]
-            print(tabulate(rows, headers=["task", "classes", "calibration", "test"]))
-        else:
-            print(",".join(t.name for t in found))
-    elif args.command == "example":
-        from calbench.data.example import write_example_models
 
-        if len(args.names) > 1:
-            raise CalbenchError("Name at most one folder: calbench data example [FOLDER]")
-        paths = write_example_models(args.names[0] if args.names else ".")
-        print(
-            f"wrote {' and '.join(str(p) for p in paths)}: two made-up 4-class models' scores "
-            "(1,500 calibration and 1,500 test rows each), standing for yours"
+def main(argv: list[str]) -> None:
+    args = _parser().parse_args(argv)
+    SUBCOMMANDS[args.command](args)
+
+
+def _list(args) -> None:
+    """The registered data sets, one row each (``--wide``: every column)."""
+    rows, headers = service.list_sets(args.data_dir), service.LIST_HEADERS
+    if not args.wide:
+        rows, headers = service.compact(rows)
+    print(tabulate(rows, headers=headers))
+
+
+def _has(args) -> None:
+    """Exit 1, naming what is wrong, where a named data set cannot be used."""
+    if not args.names:
+        raise CalbenchError("Name the data sets to check: calbench data has NAME...")
+    problems = service.usable(args.names, args.data_dir)
+    for problem in problems:
+        print(problem)
+    if problems:
+        raise SystemExit(1)
+
+
+def _present(args) -> None:
+    """The preset's data sets found in the data folder, comma-separated."""
+    if len(args.names) != 1:
+        raise CalbenchError("Name one preset: calbench data present PRESET")
+    found = service.present_sets(args.names[0], args.data_dir)
+    if not found:
+        raise CalbenchError(
+            f"None of {args.names[0]}'s data sets is in {args.data_dir}; fetch them "
+            "(calbench data fetch NAME, or --from DIR)."
         )
-    elif args.command == "fetch":
-        if not args.names:
-            raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")
-        service.fetch(args.names, args.data_dir, source_dir=args.source_dir)
+    print(",".join(found))
+
+
+def _tasks(args) -> None:
+    """An HDF5 benchmark file's tasks, filtered, as one sweep value (or a table)."""
+    if len(args.names) != 1:
+        raise CalbenchError("Name one HDF5 file: calbench data tasks FILE")
+    from calbench.data.hdf5 import tasks
+
+    found = tasks(
+        args.names[0],
+        min_classes=args.min_classes,
+        max_classes=args.max_classes,
+        max_rows=args.max_rows,
+        datasets=args.dataset,
+    )
+    if not found:
+        raise CalbenchError(f"No task of {args.names[0]} passes the filters.")
+    if args.table:
+        rows = [(t.name, t.n_classes, t.n_cal, t.n_test) for t in found]
+        print(tabulate(rows, headers=["task", "classes", "calibration", "test"]))
     else:
-        problems = service.verify(args.data_dir)
-        if problems:
-            raise CalbenchError("; ".join(problems))
+        print(",".join(t.name for t in found))
+
+
+def _example(args) -> None:
+    """Two made-up models' scores to try calbench on."""
+    from calbench.data.example import write_example_models
+
+    if len(args.names) > 1:
+        raise CalbenchError("Name at most one folder: calbench data example [FOLDER]")
+    paths = write_example_models(args.names[0] if args.names else ".")
+    print(
+        f"wrote {' and '.join(str(p) for p in paths)}: two made-up 4-class models' scores "
+        "(1,500 calibration and 1,500 test rows each), standing for yours"
+    )
+
+
+def _fetch(args) -> None:
+    """Download (or copy ``--from`` a folder) the named data sets, checked."""
+    if not args.names:
+        raise CalbenchError("Name the data sets to fetch (or all): calbench data fetch NAME")
+    service.fetch(args.names, args.data_dir, source_dir=args.source_dir)
+
+
+def _verify(args) -> None:
+    """Check every fetched file against its published checksum."""
+    problems = service.verify(args.data_dir)
+    if problems:
+        raise CalbenchError("; ".join(problems))
+
+
+#: ``calbench data COMMAND`` -> what it does.
+SUBCOMMANDS = {
+    "list": _list,
+    "fetch": _fetch,
+    "verify": _verify,
+    "has": _has,
+    "present": _present,
+    "tasks": _tasks,
+    "example": _example,
+}

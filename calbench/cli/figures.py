@@ -7,6 +7,7 @@ import argparse
 from matplotlib.backend_bases import FigureCanvasBase
 
 import calbench.plots.write as service
+from calbench.cli.options import add_results_dir_option
 from calbench.errors import CalbenchError
 from calbench.stats.bootstrap import BootstrapSettings
 
@@ -20,7 +21,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--experiment", help="one experiment (default: every experiment in the store)"
     )
-    parser.add_argument("--results-dir", default="results")
+    add_results_dir_option(parser)
     parser.add_argument("--formats", default="png,pdf")
     parser.add_argument(
         "--metrics", default="log_loss,classwise_ece", help="metrics for CD diagrams"

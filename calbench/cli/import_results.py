@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from calbench.cli.options import add_results_dir_option
 from calbench.results.importers import IMPORTERS
 
 
@@ -25,7 +26,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "source", help="a folder holding results/<collection>/<Method>.csv (or those folders)"
     )
-    parser.add_argument("--results-dir", default="results", help="default: results")
+    add_results_dir_option(parser)
     parser.add_argument(
         "--collection",
         action="append",

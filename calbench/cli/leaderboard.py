@@ -6,10 +6,14 @@ import argparse
 from pathlib import Path
 
 import calbench.tables.leaderboard as service
-from calbench.cli.options import add_paired_bootstrap_options, paired_bootstrap_settings
+from calbench.cli.options import (
+    add_paired_bootstrap_options,
+    add_results_dir_option,
+    paired_bootstrap_settings,
+)
 
 
-def main(argv: list[str]) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calbench leaderboard",
         description=service.__doc__,
@@ -17,7 +21,7 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("experiment")
     parser.add_argument("--metric", action="append", help="default: log_loss; repeatable")
-    parser.add_argument("--results-dir", default="results", help="default: results")
+    add_results_dir_option(parser)
     parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
     add_paired_bootstrap_options(parser)
     parser.add_argument(
@@ -37,7 +41,11 @@ def main(argv: list[str]) -> None:
         help="also a leaderboard per group of tasks: cal_size, test_size or n_classes (thirds "
         "of the tasks) or classifier",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> None:
+    args = _parser().parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
     settings = paired_bootstrap_settings(args)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
@@ -60,21 +68,26 @@ def main(argv: list[str]) -> None:
         for path in win_rate_figure(board, out) + leaderboard_cd_figure(board, out):
             print(f"wrote {path}")
         if args.by:
-            from calbench.atomic import atomic_write_text
-            from calbench.tables.groups import groups_markdown, leaderboards_by
+            _write_by_group(args, board.experiment, metric, settings, methods, out)
 
-            boards = leaderboards_by(
-                args.results_dir,
-                args.experiment,
-                metric,
-                args.by,
-                settings=settings,
-                paired=not args.no_paired,
-                methods=methods,
-                beside=args.beside,
-            )
-            text = f"**{board.experiment} on {metric}, by {args.by}**\n\n" + groups_markdown(boards)
-            print(text)
-            path = out / f"{board.experiment}_{metric}_by_{args.by}.md"
-            atomic_write_text(path, text)
-            print(f"wrote {path}")
+
+def _write_by_group(args, experiment: str, metric: str, settings, methods, out: Path) -> None:
+    """A leaderboard per group of tasks (``--by``), printed and written beside the others."""
+    from calbench.atomic import atomic_write_text
+    from calbench.tables.groups import groups_markdown, leaderboards_by
+
+    boards = leaderboards_by(
+        args.results_dir,
+        args.experiment,
+        metric,
+        args.by,
+        settings=settings,
+        paired=not args.no_paired,
+        methods=methods,
+        beside=args.beside,
+    )
+    text = f"**{experiment} on {metric}, by {args.by}**\n\n" + groups_markdown(boards)
+    print(text)
+    path = out / f"{experiment}_{metric}_by_{args.by}.md"
+    atomic_write_text(path, text)
+    print(f"wrote {path}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import calbench.report as service
+from calbench.cli.options import add_results_dir_option
 from calbench.report.html import DEFAULT_METRICS
 from calbench.results.experiment import Results
 from calbench.stats.bootstrap import BootstrapSettings
@@ -17,7 +18,7 @@ def main(argv: list[str]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("experiment")
-    parser.add_argument("--results-dir", default="results")
+    add_results_dir_option(parser)
     parser.add_argument(
         "--ci",
         action="store_true",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import calbench.reproduce.run as service
+from calbench.cli.options import add_results_dir_option
 from calbench.reproduce.overview import write_index
 from calbench.reproduce.published import presets
 from calbench.stats.bootstrap import BootstrapSettings
@@ -21,7 +22,7 @@ def main(argv: list[str]) -> None:
         help=f"one of: {', '.join(presets())}; or all ({', '.join(service.presets_of_all())})",
     )
     parser.add_argument("--data-dir", default="data", help="default: data")
-    parser.add_argument("--results-dir", default="results", help="default: results")
+    add_results_dir_option(parser)
     parser.add_argument("--from", dest="source_dir", help="install the data from this folder")
     parser.add_argument(
         "--no-run", action="store_true", help="compare the stored cells only, run nothing"
@@ -31,9 +32,6 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="also run the PRESET_procedure* twins, which verify the stated causes (up to an "
         "hour each; their stored cells are read either way)",
-    )
-    parser.add_argument(
-        "--no-procedures", action="store_true", help="the default now; kept for old scripts"
     )
     parser.add_argument(
         "--if-present",
@@ -59,7 +57,7 @@ def main(argv: list[str]) -> None:
             args.results_dir,
             args.source_dir if name == names[0] else None,
             run=run,
-            procedures=args.procedures and not args.no_procedures,
+            procedures=args.procedures,
             # A printed number is the same estimator on the same test set: compared with
             # the spread of calbench's estimate, not with the population error's interval.
             intervals=BootstrapSettings(method="recentred") if args.ci else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import calbench.runner.rescore as service
+from calbench.cli.options import add_results_dir_option
 from calbench.errors import CalbenchError
 
 
@@ -15,7 +16,7 @@ def main(argv: list[str]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--experiment", help="one experiment (default: every stored cell)")
-    parser.add_argument("--results-dir", default="results")
+    add_results_dir_option(parser)
     parser.add_argument("--metrics", help="comma-separated metric names")
     parser.add_argument("--metrics-config", help="every metric of conf/metrics/NAME.yaml")
     args = parser.parse_args(argv)

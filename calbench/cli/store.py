@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 import calbench.results.verify as service
+from calbench.cli.options import add_results_dir_option
 
 
 def main(argv: list[str]) -> None:
@@ -15,7 +16,7 @@ def main(argv: list[str]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("action", choices=["verify"])
-    parser.add_argument("--results-dir", default="results")
+    add_results_dir_option(parser)
     parser.add_argument(
         "--repair",
         action="store_true",

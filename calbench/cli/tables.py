@@ -5,19 +5,20 @@ from __future__ import annotations
 import argparse
 
 import calbench.tables.write as service
+from calbench.cli.options import add_results_dir_option
 from calbench.errors import CalbenchError
 from calbench.plots.write import risk_curve_files
 from calbench.stats.bootstrap import DEFAULT_RESAMPLES, BootstrapSettings
 from calbench.tables.render import RENDERERS
 
 
-def main(argv: list[str]) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calbench tables",
         description=service.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--results-dir", default="results", help="default: results")
+    add_results_dir_option(parser)
     parser.add_argument("--experiment", help="only this experiment's tables")
     parser.add_argument("--formats", default="md,tex,csv", help="default: md,tex,csv")
     parser.add_argument(
@@ -41,16 +42,21 @@ def main(argv: list[str]) -> None:
         help="also each cell's chosen grid point and small learned parameters (TS's "
         "temperature, VS's vectors, ODIR's strengths): tables/EXPERIMENT_fitted.md",
     )
-    args = parser.parse_args(argv)
-    intervals = None
-    if args.ci:
-        intervals = BootstrapSettings(
-            args.resamples,
-            args.bootstrap_seed,
-            not args.no_stratify,
-            args.alpha,
-            args.interval,
-        )
+    return parser
+
+
+def _intervals(args) -> BootstrapSettings | None:
+    """The bootstrap of ``--ci`` and its options (None without it)."""
+    if not args.ci:
+        return None
+    return BootstrapSettings(
+        args.resamples, args.bootstrap_seed, not args.no_stratify, args.alpha, args.interval
+    )
+
+
+def main(argv: list[str]) -> None:
+    args = _parser().parse_args(argv)
+    intervals = _intervals(args)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(RENDERERS))
     if unknown:

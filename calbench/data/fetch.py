@@ -137,32 +137,7 @@ def download_checked(
     if response is not None and expected is None:
         expected, by = published_sha256(redirects, response), "its server publishes"
     if response is not None:
-        with response:
-            resumed = have and getattr(response, "status", None) == 206
-            if not resumed:
-                have = 0
-            length = response.headers.get("Content-Length")
-            total = have + int(length) if length is not None else None
-            with (
-                open(part, "ab" if resumed else "wb") as out,
-                tqdm(
-                    total=total,
-                    initial=have,
-                    unit="B",
-                    unit_scale=True,
-                    disable=not progress,
-                    desc=dest.name,
-                ) as bar,
-            ):
-                for block in iter(lambda: response.read(_BLOCK), b""):
-                    out.write(block)
-                    bar.update(len(block))
-        got = part.stat().st_size
-        if total is not None and got < total:
-            raise CalbenchError(
-                f"Download of {dest.name} stopped at {got} of {total} bytes; run the fetch "
-                "again to resume it."
-            )
+        _write_response(response, part, have, dest.name, progress)
     digest = sha256_of(part)
     if expected and digest != expected:
         part.unlink()
@@ -172,3 +147,34 @@ def download_checked(
     if not expected:
         return dest, "no SHA-256 published to verify against"
     return dest, "SHA-256 verified" + ("" if sha256 else " against the one its server publishes")
+
+
+def _write_response(response, part: Path, have: int, name: str, progress: bool) -> None:
+    """The response's bytes into ``part``, after the ``have`` bytes already there where the
+    server resumed (206), else from the start; a download cut short is refused."""
+    with response:
+        resumed = have and getattr(response, "status", None) == 206
+        if not resumed:
+            have = 0
+        length = response.headers.get("Content-Length")
+        total = have + int(length) if length is not None else None
+        with (
+            open(part, "ab" if resumed else "wb") as out,
+            tqdm(
+                total=total,
+                initial=have,
+                unit="B",
+                unit_scale=True,
+                disable=not progress,
+                desc=name,
+            ) as bar,
+        ):
+            for block in iter(lambda: response.read(_BLOCK), b""):
+                out.write(block)
+                bar.update(len(block))
+    got = part.stat().st_size
+    if total is not None and got < total:
+        raise CalbenchError(
+            f"Download of {name} stopped at {got} of {total} bytes; run the fetch "
+            "again to resume it."
+        )

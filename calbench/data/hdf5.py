@@ -105,12 +105,12 @@ def tasks(path, *, min_classes=None, max_classes=None, max_rows=None, datasets=N
 
 def check_task_name(path, task: str) -> None:
     """A task's name travels in a sweep's override (``dataset.task=a/b,c/d``) and names a
-    data set (`default_name`): the characters of `calbench.validation.NAME_PATTERN` and
+    data set (`hdf5_task_name`): the characters of `calbench.validation.NAME_PATTERN` and
     '/' between its data set and model."""
     from calbench.validation import MAX_NAME_LENGTH, NAME_PATTERN
 
     parts_ok = all(NAME_PATTERN.fullmatch(part) for part in task.split("/"))
-    if not parts_ok or len(default_name(path, task)) > MAX_NAME_LENGTH:
+    if not parts_ok or len(hdf5_task_name(path, task)) > MAX_NAME_LENGTH:
         raise CalbenchError(
             f"{str(path)!r}, task {task!r}: a task's name (DATASET/MODEL) may hold letters, "
             "digits, '_', '-' and '.' in each part, at most 100 characters with the file's "
@@ -255,7 +255,7 @@ def task_identity(path, task: str) -> dict:
     }
 
 
-def default_name(path, task: str) -> str:
+def hdf5_task_name(path, task: str) -> str:
     """``FILESTEM_DATASET_MODEL``: unambiguous beside calbench's registered sets (CalArena's
     c10/densenet40 is not calbench's c10_densenet40 file)."""
     return f"{Path(path).stem}_{task.replace('/', '_')}"
@@ -288,7 +288,7 @@ def load_hdf5(path, task, name=None, split_task=False):
             f"{str(path)!r}, task {task!r}: dataset.split_task needs DATASET/MODEL task names."
         )
     return Dataset.from_probabilities(
-        name or (dataset if split_task else default_name(path, task)),
+        name or (dataset if split_task else hdf5_task_name(path, task)),
         parts["cal"][0],
         parts["cal"][1],
         parts["test"][0],

@@ -61,7 +61,7 @@ def data_identity(dataset: dict) -> dict | None:
     }
 
 
-def default_name(dataset: dict) -> str:
+def user_files_name(dataset: dict) -> str:
     """The data set name a user's file gets in tables: ``dataset.name``, else the file's
     stem (the test file's, for a pair), as the loaders name it."""
     keys = FILE_OPTIONS[dataset["loader"]]

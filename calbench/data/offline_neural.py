@@ -120,22 +120,7 @@ def make_offline_neural(
     stem = f"{name}_seed{seed}_e{epochs}_h{hidden}_{key[:8]}"
     cache = Path(cache_dir) / f"{stem}.npz" if cache_dir else None
     if cache is not None and cache.is_file():
-        known = recorded_checksums(cache.parent).get(cache.name)
-        if known is None or sha256_of(cache) != known:
-            raise CalbenchError(
-                f"{cache} does not match the checksum recorded when it was generated; "
-                "delete it and it will be generated again."
-            )
-        with np.load(cache) as f:
-            return Dataset(
-                name,
-                f["logits_cal"],
-                f["y_cal"],
-                f["logits_test"],
-                f["y_test"],
-                class_names=[str(c) for c in f["class_names"]],
-                source=str(cache),
-            )
+        return _cached(cache, name)
     x, y, class_names = _source_data(source, gaussian, n_cal + n_test, seed)
     if n_cal + n_test >= len(y):
         raise CalbenchError(
@@ -163,13 +148,38 @@ def make_offline_neural(
         source=f"{source} MLP (seed {seed})",
     )
     if cache is not None:
-        atomic_save_npz(
-            cache,
-            logits_cal=logits_cal,
-            y_cal=y_cal,
-            logits_test=logits_test,
-            y_test=y_test,
-            class_names=np.array(class_names),
-        )
-        record_checksum(cache.parent, cache.name, sha256_of(cache))
+        _save(cache, logits_cal, y_cal, logits_test, y_test, class_names)
     return dataset
+
+
+def _cached(cache: Path, name: str) -> Dataset:
+    """The logits generated before, checked against the checksum recorded then."""
+    known = recorded_checksums(cache.parent).get(cache.name)
+    if known is None or sha256_of(cache) != known:
+        raise CalbenchError(
+            f"{cache} does not match the checksum recorded when it was generated; "
+            "delete it and it will be generated again."
+        )
+    with np.load(cache) as f:
+        return Dataset(
+            name,
+            f["logits_cal"],
+            f["y_cal"],
+            f["logits_test"],
+            f["y_test"],
+            class_names=[str(c) for c in f["class_names"]],
+            source=str(cache),
+        )
+
+
+def _save(cache: Path, logits_cal, y_cal, logits_test, y_test, class_names) -> None:
+    """The generated logits, as trained, kept for the next run with their checksum."""
+    atomic_save_npz(
+        cache,
+        logits_cal=logits_cal,
+        y_cal=y_cal,
+        logits_test=logits_test,
+        y_test=y_test,
+        class_names=np.array(class_names),
+    )
+    record_checksum(cache.parent, cache.name, sha256_of(cache))

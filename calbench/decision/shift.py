@@ -56,11 +56,6 @@ def adapt_posteriors(probs, train_prior, test_prior) -> np.ndarray:
     return adapted / adapted.sum(axis=1, keepdims=True)
 
 
-def importance_weights(y, train_prior, test_prior) -> np.ndarray:
-    """Eq. 3.37's weights p_test(y_i) / p_train(y_i)."""
-    return (np.asarray(test_prior) / np.asarray(train_prior))[np.asarray(y)]
-
-
 def em_test_prior(probs, train_prior, tol=1e-6, max_iter=100, weights=None) -> np.ndarray:
     """The test prior of unlabelled test predictions by EM (Saerens et al. 2002), where Ho
     3.5 assumes it known: alternately adapt the posteriors to the current prior

@@ -26,38 +26,11 @@ def reliability_diagram(
     error bar (stratified by label, as the tables' intervals). ``legend=False`` leaves the
     legend to the figure (`figure_legend`), below the panels, where it covers no bar.
     """
-    probs = np.asarray(probs)
-    if class_index is None:
-        scores = probs.max(axis=1)
-        outcomes = (probs.argmax(axis=1) == y).astype(float)
-        ylabel = "accuracy"
-    else:
-        scores = probs[:, class_index]
-        outcomes = (np.asarray(y) == class_index).astype(float)
-        ylabel = f"frequency of {class_name or f'class {class_index + 1}'}"
+    scores, outcomes, ylabel = _scores_and_outcomes(probs, y, class_index, class_name)
     counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, "equal_width")
     centres = (np.arange(n_bins) + 0.5) / n_bins
     filled = counts > 0
-    width = 1.0 / n_bins
-    ax.bar(
-        centres[filled],
-        mean_outcome[filled],
-        width=width,
-        color="#4878d0",
-        edgecolor="black",
-        linewidth=0.5,
-        label="observed",
-    )
-    gap = mean_score[filled] - mean_outcome[filled]
-    ax.bar(
-        mean_score[filled],
-        gap,
-        bottom=mean_outcome[filled],
-        width=width * 0.3,
-        color="#d65f5f",
-        alpha=0.9,
-        label="gap",
-    )
+    _draw_bars(ax, centres[filled], mean_score[filled], mean_outcome[filled], 1.0 / n_bins)
     if bands is not None:
         lower, upper = _frequency_band(scores, outcomes, y, n_bins, bands)
         ax.errorbar(
@@ -71,17 +44,7 @@ def reliability_diagram(
             label=f"{100 * (1 - bands.alpha):g}% bootstrap",
         )
     ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
-    ece, low, high = binned_ece(scores, outcomes, y, n_bins, bands or BootstrapSettings())
-    level = 100 * (1 - (bands or BootstrapSettings()).alpha)
-    ax.text(
-        0.03,
-        0.97,
-        f"ECE {ece:.4f}\n{level:g}% [{low:.4f}, {high:.4f}] (recentred)",
-        transform=ax.transAxes,
-        va="top",
-        fontsize=7,
-        bbox={"facecolor": "white", "edgecolor": "#999999", "linewidth": 0.5, "pad": 2},
-    )
+    _draw_ece(ax, binned_ece(scores, outcomes, y, n_bins, bands or BootstrapSettings()), bands)
     for c, n in zip(centres[filled], counts[filled], strict=True):
         ax.text(c, 1.01, f"{int(n)}", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xlim(0, 1)
@@ -99,6 +62,55 @@ def reliability_diagram(
     if legend:
         ax.legend(loc="upper left", fontsize=7)
     return ax
+
+
+def _scores_and_outcomes(probs, y, class_index, class_name):
+    """(score, outcome) per row and the y-axis label: the confidence and whether the top
+    class is right, or class j's probability and whether the label is j."""
+    probs = np.asarray(probs)
+    if class_index is None:
+        return probs.max(axis=1), (probs.argmax(axis=1) == y).astype(float), "accuracy"
+    outcomes = (np.asarray(y) == class_index).astype(float)
+    ylabel = f"frequency of {class_name or f'class {class_index + 1}'}"
+    return probs[:, class_index], outcomes, ylabel
+
+
+def _draw_bars(ax, centres, mean_score, mean_outcome, width) -> None:
+    """The filled bins' observed frequencies (blue) and their gaps to the mean prediction
+    (red, drawn at the mean prediction)."""
+    ax.bar(
+        centres,
+        mean_outcome,
+        width=width,
+        color="#4878d0",
+        edgecolor="black",
+        linewidth=0.5,
+        label="observed",
+    )
+    ax.bar(
+        mean_score,
+        mean_score - mean_outcome,
+        bottom=mean_outcome,
+        width=width * 0.3,
+        color="#d65f5f",
+        alpha=0.9,
+        label="gap",
+    )
+
+
+def _draw_ece(ax, ece_interval, bands) -> None:
+    """The binned ECE with its recentred bootstrap interval, top left."""
+    ece, low, high = ece_interval
+    level = 100 * (1 - (bands or BootstrapSettings()).alpha)
+    ax.text(
+        0.03,
+        0.97,
+        f"ECE {ece:.4f}\n{level:g}% [{low:.4f}, {high:.4f}] (recentred)",
+        transform=ax.transAxes,
+        va="top",
+        fontsize=7,
+        bbox={"facecolor": "white", "edgecolor": "#999999", "linewidth": 0.5, "pad": 2},
+    )
 
 
 def figure_legend(fig, ax) -> None:

@@ -88,56 +88,58 @@ def check_claims(
         if claim.metric not in stored_metrics:
             continue  # this experiment did not record the claim's metric
         values, cells = task_values(rows, claim.metric)
-        better = higher_is_better(claim.metric)
         for task in values.index:
             if not fnmatch.fnmatch(task, claim.tasks):
                 continue
             row = values.loc[task].dropna()
-            others = (
-                [m for m in row.index if m != claim.method]
-                if claim.than == "all"
-                else list(claim.than)
-            )
-            record = {
-                "claim": claim.id,
-                "statement": f"{claim.claim} ({claim.paper}, {claim.table}; {claim.metric})",
-                "task": task,
-            }
-            missing = [m for m in [claim.method, *others] if m not in row.index]
-            if missing or not others:
-                out.append({**record, "verdict": "not run", "missing": ",".join(missing)})
-                continue
-            reps = {
-                m: draws.of((claim.metric, cells.loc[task, m], 1.0))[1]
-                for m in [claim.method, *others]
-            }
-            lead, low, high, verdict = lead_and_verdict(
-                row[claim.method],
-                row[others].to_numpy(),
-                reps[claim.method],
-                np.stack([reps[m] for m in others]),
-                better,
-                settings.alpha,
-            )
-            best_other = row[others].idxmax() if better else row[others].idxmin()
-            out.append(
-                {
-                    **record,
-                    "verdict": verdict,
-                    "lead": lead,
-                    "low": low,
-                    "high": high,
-                    "method_value": row[claim.method],
-                    "best_other": best_other,
-                    "best_other_value": row[best_other],
-                }
-            )
+            out.append(_task_verdict(claim, task, row, cells, draws, settings.alpha))
     if not out:
         raise CalbenchError(
             f"No claim applies to {experiment}: its stored metrics ({sorted(stored_metrics)}) "
             "hold none of the claims' metrics, or no task matches."
         )
     return pd.DataFrame(out)
+
+
+def _task_verdict(claim, task: str, row: pd.Series, cells, draws: Replicates, alpha) -> dict:
+    """One claim on one task: its method's lead over the others (``row``: method -> value)
+    with the interval of the lead and the verdict, or "not run" naming the methods the
+    task lacks."""
+    if claim.than == "all":
+        others = [m for m in row.index if m != claim.method]
+    else:
+        others = list(claim.than)
+    record = {
+        "claim": claim.id,
+        "statement": f"{claim.claim} ({claim.paper}, {claim.table}; {claim.metric})",
+        "task": task,
+    }
+    missing = [m for m in [claim.method, *others] if m not in row.index]
+    if missing or not others:
+        return {**record, "verdict": "not run", "missing": ",".join(missing)}
+    reps = {
+        m: draws.of((claim.metric, cells.loc[task, m], 1.0))[1] for m in [claim.method, *others]
+    }
+    better = higher_is_better(claim.metric)
+    lead, low, high, verdict = lead_and_verdict(
+        row[claim.method],
+        row[others].to_numpy(),
+        reps[claim.method],
+        np.stack([reps[m] for m in others]),
+        better,
+        alpha,
+    )
+    best_other = row[others].idxmax() if better else row[others].idxmin()
+    return {
+        **record,
+        "verdict": verdict,
+        "lead": lead,
+        "low": low,
+        "high": high,
+        "method_value": row[claim.method],
+        "best_other": best_other,
+        "best_other_value": row[best_other],
+    }
 
 
 def summary(checked: pd.DataFrame) -> pd.DataFrame:

@@ -130,14 +130,7 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
     spreads = procedure_spreads(results_dir, preset, procedures) if procedures else {}
     out, bounds = [], []
     for _, row in table.iterrows():
-        cells = ""
-        if row["spec"]:
-            ours = ranked.get((row["spec"], _row_label(row["dataset"]), row["column"]), np.nan)
-        else:
-            key = (row["dataset"], row["method"], row["metric"])
-            found = key in values.index
-            ours = values.at[key, "value"] * float(row["scale"]) if found else np.nan
-            cells = values.at[key, "config_hash"] if found else ""
+        ours, cells = _ours(row, values, ranked)
         printed, decimals, scale = row["printed"], row["decimals"], float(row["scale"])
         matching = [r for r in known if r.applies(row)]
         tolerance = next((r.tolerance for r in matching if r.tolerance is not None), None)
@@ -155,16 +148,7 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
                 procedure += "; " + spread.describe_place(printed, scale, half_unit)
             if spread:
                 cells = " ".join([cells, *spread.cells]).strip()
-        note = " ".join(r.note for r in matching) if status != "equal" else ""
-        if status == "cause not verified":
-            note = hint + note
-        elif status == "unexplained":
-            if not matching:
-                note = "cause not yet known"
-            elif spread is not None:
-                note = "the paper's procedure, run in calbench, misses the printed value. " + note
-            else:
-                note = "stated cause not yet verified by running it in calbench. " + note
+        note = _note(status, matching, spread, hint)
         delta = ours - printed
         out.append(
             [
@@ -189,6 +173,31 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
     if intervals is not None:
         report[INTERVAL_COLUMNS] = pd.DataFrame(bounds, columns=INTERVAL_COLUMNS)
     return report
+
+
+def _ours(row, values: pd.DataFrame, ranked: dict) -> tuple[float, str]:
+    """calbench's number for a published ``row``, at the paper's scale, and the cells it
+    comes from ("" for an average rank, computed over many); NaN where none is stored."""
+    if row["spec"]:
+        return ranked.get((row["spec"], _row_label(row["dataset"]), row["column"]), np.nan), ""
+    key = (row["dataset"], row["method"], row["metric"])
+    if key not in values.index:
+        return np.nan, ""
+    return values.at[key, "value"] * float(row["scale"]), values.at[key, "config_hash"]
+
+
+def _note(status: str, matching: list, spread, hint: str) -> str:
+    """Why a number differs: the matching rules' notes, led by what is known of the cause."""
+    note = " ".join(r.note for r in matching) if status != "equal" else ""
+    if status == "cause not verified":
+        return hint + note
+    if status != "unexplained":
+        return note
+    if not matching:
+        return "cause not yet known"
+    if spread is not None:
+        return "the paper's procedure, run in calbench, misses the printed value. " + note
+    return "stated cause not yet verified by running it in calbench. " + note
 
 
 #: The columns a report with intervals adds: calbench's interval at the printed scale, and

@@ -24,6 +24,7 @@ import pandas as pd
 from calbench.errors import CalbenchError
 from calbench.packs import pack_files, paper_packs
 
+#: The columns every published CSV holds (``rank`` and ``spec`` are optional).
 COLUMNS = ["paper", "table", "preset", "dataset", "column", "method", "metric", "scale", "value"]
 
 
@@ -47,12 +48,26 @@ def _all() -> pd.DataFrame:
     return _read_all(tuple(paper_packs()))  # cached per set of packs
 
 
+def _read_csv(path) -> pd.DataFrame:
+    """One published CSV, its `COLUMNS` checked: a missing one (a ``scale`` left out) would
+    make every comparison of its numbers NaN without saying why."""
+    frame = pd.read_csv(path, dtype={"value": str, "rank": str}, keep_default_na=False)
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise CalbenchError(
+            f"{path}: the published numbers have no column {missing[0]!r}. A published CSV "
+            f"needs the columns {', '.join(COLUMNS)} (scale: 1 where the paper prints "
+            "calbench's value, 100 for percentages); add it to the file's header and rows."
+        )
+    return frame
+
+
 @functools.cache
 def _read_all(_packs: tuple) -> pd.DataFrame:
     frames = []
     for pack, path in _csv_files():
         if path.name != "not_reproducible.csv":
-            frame = pd.read_csv(path, dtype={"value": str, "rank": str}, keep_default_na=False)
+            frame = _read_csv(path)
             frame["source"] = path.name
             frame["pack"] = pack.name
             frames.append(frame)

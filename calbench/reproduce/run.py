@@ -109,11 +109,8 @@ def reproduce(
                 "(calbench data fetch NAME, or --from DIR) and run again."
             )
         run_preset(preset, present, data_dir, results_dir)
-        for twin in procedure_presets(preset) if procedures else []:
-            swept = swept_values(read_group("experiment")[twin], "dataset")
-            usable_by_twin = [d for d in present if d in swept]
-            if usable_by_twin:
-                run_preset(twin, usable_by_twin, data_dir, results_dir)
+        if procedures:
+            _run_procedures(preset, present, data_dir, results_dir)
     report = compare(preset, results_dir, intervals)
     lines = summary(report)
     if intervals is not None:
@@ -123,6 +120,20 @@ def reproduce(
             f"Run time: {time.perf_counter() - start:.0f} s on {', '.join(present)} "
             "(cells already stored are not rerun)."
         )
+    return _write_report(preset, report, lines, results_dir), lines
+
+
+def _run_procedures(preset: str, present: list[str], data_dir, results_dir) -> None:
+    """The preset's ``PRESET_procedure*`` twins, on the present data sets each sweeps."""
+    for twin in procedure_presets(preset):
+        swept = swept_values(read_group("experiment")[twin], "dataset")
+        usable_by_twin = [d for d in present if d in swept]
+        if usable_by_twin:
+            run_preset(twin, usable_by_twin, data_dir, results_dir)
+
+
+def _write_report(preset: str, report, lines: list[str], results_dir) -> Path:
+    """``reproduction/PRESET.csv`` and ``.md`` (with the pack's extra section); the .md's path."""
     out = Path(results_dir) / "reproduction"
     atomic_write_text(out / f"{preset}.csv", report.to_csv(index=False))
     markdown = render_markdown(preset, report, lines)
@@ -130,4 +141,4 @@ def reproduce(
     if extra:
         markdown += "\n" + extra + "\n"
     atomic_write_text(out / f"{preset}.md", markdown)
-    return out / f"{preset}.md", lines
+    return out / f"{preset}.md"

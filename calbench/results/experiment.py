@@ -18,7 +18,8 @@ import pandas as pd
 
 from calbench.errors import CalbenchError, nearest
 from calbench.results.predictions import FoldPredictions
-from calbench.results.store import ResultStore, superseded_cells
+from calbench.results.reading import superseded_cells
+from calbench.results.store import ResultStore
 
 
 class Results:

@@ -17,6 +17,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+from pathlib import Path
+
+from calbench.errors import CalbenchError
 
 #: The last column of a sealed cell's rows.
 SEAL = "cell_sha256"
@@ -130,3 +133,19 @@ def config_mismatch(data: bytes, digest: str) -> str | None:
     if digest and hashlib.sha256(data).hexdigest() != digest:
         return "its config is not the one its rows name (cut, edited or replaced)"
     return None
+
+
+class DamagedCells(CalbenchError):
+    """Stored rows files that fail their check (`calbench.results.integrity`)."""
+
+    def __init__(self, problems: dict[Path, str]):
+        self.problems = problems
+        shown = [f"{path}: {why}" for path, why in list(problems.items())[:5]]
+        more = f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else ""
+        super().__init__(
+            f"{len(problems)} stored cell(s) are damaged and were not read:\n  "
+            + "\n  ".join(shown)
+            + more
+            + "\n`calbench store verify --repair` moves them to store/damaged/; the next "
+            "`calbench run` of their sweep computes them again."
+        )

@@ -31,12 +31,12 @@ def _checksum(fields: list[str]) -> str:
 def data_entry(config: dict) -> list[str] | None:
     """The data index's line of a stored cell's config: (experiment, name, paths,
     content), None for a cell of registered or generated data."""
-    from calbench.data.identity import default_name
+    from calbench.data.identity import user_files_name
 
     data = config.get("data") or {}
     if not data.get("files") or not data.get("paths"):
         return None
-    name = default_name(config["dataset"])
+    name = user_files_name(config["dataset"])
     content = "+".join(str(f.get("sha256")) for f in data["files"])
     return [str(config.get("experiment")), str(name), "|".join(data["paths"]), content]
 

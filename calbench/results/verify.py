@@ -21,7 +21,8 @@ from calbench.results import predictions as fold_predictions
 from calbench.results.integrity import SEAL, config_damage, config_mismatch
 from calbench.results.locks import cell_lock
 from calbench.results.names import DataNames, MethodNames
-from calbench.results.store import DamagedCells, ResultStore, is_stray
+from calbench.results.reading import is_stray
+from calbench.results.store import DamagedCells, ResultStore
 
 #: A temporary file older than this is a killed writer's (a write takes seconds).
 LEFTOVER_AGE_SECONDS = 600

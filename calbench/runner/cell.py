@@ -188,46 +188,55 @@ def run_cell(plan: CellPlan) -> pd.DataFrame:
 def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
     """The cell's rows and each fold's stored predictions (`calbench.results.predictions`)."""
     dataset = plan.load_dataset()
-    method = plan.method
     rows, stored = [], []
     for fold in plan.folds(dataset):
         task = plan.task(fold, dataset.n_classes)
         fit = _fit_fold(plan, dataset, task, fold)
         _check_simplex(plan, dataset, fold, fit.probs)
         predictions = _fold_predictions(dataset, task, fold, fit)
-        values = predictions.scores(plan.metrics)
-        # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
-        values["fit_accuracy"] = float(
-            np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
-        )
-        values["inner_classes_missing"] = float(fit.inner_classes_missing)
-        fitted_on = np.unique(np.concatenate([m.y_fit for m in fold.members]))
-        if len(fitted_on) < dataset.n_classes:  # a flag: only where some class is absent
-            values["calibration_classes_missing"] = float(dataset.n_classes - len(fitted_on))
-        values["wrong_certainties"] = wrong_certainties(fit.probs, fold.y_eval)
-        if fit.unconverged:  # a flag, as above: tables mark the cell's values
-            values["fit_unconverged"] = float(len(fit.unconverged))
-        if plan.criterion_name in TRAINED_PER_EPS and task.curve:
-            # One fit per point of the curve, each scored at its own eps.
-            for eps in task.direct_points:
-                at_eps = fit if eps == task.eps else _fit_fold(plan, dataset, task, fold, eps)
-                values.update(
-                    task.curve_values(at_eps.probs, fold.y_eval, [eps], at_eps.validation)
-                )
-        else:
-            values.update(task.curve_values(fit.probs, fold.y_eval, validation=fit.validation))
-        bad = sorted(m for m, v in values.items() if not np.isfinite(v))
-        if bad:
-            raise CalbenchError(
-                f"method {method!r} on {dataset.name} fold {fold.index} gave non-finite "
-                f"{bad}; nothing was stored. Check the method's settings (e.g. a cropping "
-                "epsilon of 0 lets a zero probability reach the log-loss)."
-            )
+        values = _fold_values(plan, dataset, task, fold, fit, predictions)
         stored.append(predictions)
         params = json.dumps(fit.chosen, sort_keys=True)
         fitted = json.dumps(fit.fitted, sort_keys=True)
         for metric, value in values.items():
             rows.append((fold.index, metric, value, fit.seconds, params, fitted))
+    return _cell_frame(plan, dataset, rows), stored
+
+
+def _fold_values(plan: CellPlan, dataset, task, fold, fit, predictions) -> dict[str, float]:
+    """Output name -> value of one fold: the metrics, the flags tables mark a cell by, and
+    the decision task's curve; non-finite values are refused, naming them."""
+    values = predictions.scores(plan.metrics)
+    # The model's own accuracy where the calibrator was fitted (Hoki's "Val Acc.").
+    values["fit_accuracy"] = float(
+        np.mean([(m.logits_fit.argmax(axis=1) == m.y_fit).mean() for m in fold.members])
+    )
+    values["inner_classes_missing"] = float(fit.inner_classes_missing)
+    fitted_on = np.unique(np.concatenate([m.y_fit for m in fold.members]))
+    if len(fitted_on) < dataset.n_classes:  # a flag: only where some class is absent
+        values["calibration_classes_missing"] = float(dataset.n_classes - len(fitted_on))
+    values["wrong_certainties"] = wrong_certainties(fit.probs, fold.y_eval)
+    if fit.unconverged:  # a flag, as above: tables mark the cell's values
+        values["fit_unconverged"] = float(len(fit.unconverged))
+    if plan.criterion_name in TRAINED_PER_EPS and task.curve:
+        # One fit per point of the curve, each scored at its own eps.
+        for eps in task.direct_points:
+            at_eps = fit if eps == task.eps else _fit_fold(plan, dataset, task, fold, eps)
+            values.update(task.curve_values(at_eps.probs, fold.y_eval, [eps], at_eps.validation))
+    else:
+        values.update(task.curve_values(fit.probs, fold.y_eval, validation=fit.validation))
+    bad = sorted(m for m, v in values.items() if not np.isfinite(v))
+    if bad:
+        raise CalbenchError(
+            f"method {plan.method!r} on {dataset.name} fold {fold.index} gave non-finite "
+            f"{bad}; nothing was stored. Check the method's settings (e.g. a cropping "
+            "epsilon of 0 lets a zero probability reach the log-loss)."
+        )
+    return values
+
+
+def _cell_frame(plan: CellPlan, dataset, rows: list[tuple]) -> pd.DataFrame:
+    """The cell's rows (fold, metric, value, fit seconds, params, fitted) with its labels."""
     labels = {
         **plan.labels(),
         "dataset": dataset.name,
@@ -246,4 +255,4 @@ def evaluate_cell(plan: CellPlan) -> tuple[pd.DataFrame, list[FoldPredictions]]:
             "calibration_rows": len(dataset.y_cal),
             "test_rows": len(dataset.y_test),
         }
-    return frame, stored
+    return frame

@@ -13,9 +13,10 @@ import functools
 import numbers
 
 from calbench.conf_files import group_files, root_config
-from calbench.data.identity import FILE_OPTIONS, default_name
+from calbench.data.identity import FILE_OPTIONS, user_files_name
 from calbench.errors import CalbenchError, nearest
-from calbench.runner.spec import CELL_KEYS, CellSpec
+from calbench.runner.cell_identity import CELL_KEYS
+from calbench.runner.spec import CellSpec
 from calbench.validation import check_name
 
 
@@ -92,7 +93,7 @@ def check_dataset_name(dataset: dict) -> None:
         dataset.get(k) not in (None, "", "???") for k in FILE_OPTIONS[dataset["loader"]]
     ):
         check_name(
-            default_name(dataset),
+            user_files_name(dataset),
             "the data set name taken from the file's stem",
             "name it with dataset.name=my_model",
         )

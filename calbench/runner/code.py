@@ -12,7 +12,7 @@ the standard library, in installed packages (site-packages) and in calbench itse
 hers: the versions in each row name it.
 
 The identity is stored beside the cell (``code`` in its config), so tables keep the cells of
-the newest code only (`calbench.results.store.superseded_cells`). A module loaded by a name
+the newest code only (`calbench.results.reading.superseded_cells`). A module loaded by a name
 computed at run time (``importlib.import_module(name)``) is not found.
 """
 

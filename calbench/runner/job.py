@@ -8,16 +8,16 @@ from tabulate import tabulate
 from calbench.atomic import writable
 from calbench.calibrators.bounds import bound_hint
 from calbench.calibrators.methods import bounded_variant
-from calbench.data.identity import default_name
+from calbench.data.identity import user_files_name
 from calbench.decision.family import CURVE_METRIC
 from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
 from calbench.results.locks import cell_lock
 from calbench.results.predictions import check_storage
 from calbench.results.store import ResultStore
 from calbench.runner.cell import evaluate_cell
+from calbench.runner.grid import edge_choices
 from calbench.runner.plan import CellPlan
 from calbench.runner.progress import running
-from calbench.runner.selection import edge_choices
 from calbench.yaml_text import dump_yaml
 
 
@@ -34,14 +34,23 @@ def run_job(plan: CellPlan) -> str:
     if found_stored(plan):
         print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
         return cell_hash
-    store = ResultStore(run["results_dir"])
+    check_storage(run["predictions"])  # before the work, not after
+    stored = _compute_and_store(plan, ResultStore(run["results_dir"]))
+    if stored is not None:
+        _report(plan, *stored)
+    return cell_hash
+
+
+def _compute_and_store(plan: CellPlan, store: ResultStore):
+    """(rows, path) of the cell computed and stored under its lock; None where another run
+    stored it meanwhile. Damaged rows found there are moved aside first."""
+    run, cell_hash, label = plan.spec.run, plan.hash, plan.label
     storage = run["predictions"]
-    check_storage(storage)  # before the work, not after
     with cell_lock(store.root, cell_hash, label):
         problem = store.damage(cell_hash)  # one read: stored meanwhile, damaged, or absent
         if problem is None and store.has_file(cell_hash) and not run["force"]:
             print(f"[done] {label}: stored meanwhile by another run ({cell_hash}).")
-            return cell_hash
+            return None
         if problem:
             with writable(store.root):
                 folder = store.quarantine(cell_hash)
@@ -49,7 +58,7 @@ def run_job(plan: CellPlan) -> str:
         if plan.data is not None and all(f["sha256"] for f in plan.data["files"]):
             with writable(store.root):
                 store.claim_data_name(
-                    plan.spec.experiment, default_name(plan.spec.dataset), plan.data
+                    plan.spec.experiment, user_files_name(plan.spec.dataset), plan.data
                 )
         with running(label):  # a long grid search names the cell in its progress lines
             rows, predictions = evaluate_cell(plan)
@@ -66,6 +75,13 @@ def run_job(plan: CellPlan) -> str:
                 dump_yaml(config),
                 predictions=None if storage == "none" else (predictions, storage),
             )
+    return rows, path
+
+
+def _report(plan: CellPlan, rows, path) -> None:
+    """The stored cell on the terminal: one line (its metrics with ``verbose``), then a
+    note for each thing in its rows a reader should know."""
+    run, label = plan.spec.run, plan.label
     # A risk curve's points go to the store and `calbench tables`, not to the terminal.
     summary, curve_points = summarise(rows)
     fit_per_fold = zip(rows["fold"].tolist(), rows["fit_seconds"].tolist(), strict=True)
@@ -77,9 +93,19 @@ def run_job(plan: CellPlan) -> str:
         print(f"[stored] {label} | {' | '.join(shown)} | fit {fit:.2f} s")
     if curve_points:
         print(f"risk curve: {curve_points} eps points ({CURVE_METRIC}...)")
+    for note in _notes(plan, summary, rows):
+        print(note)
+    if run.get("verbose"):
+        print(f"rows: {path}")
+
+
+def _notes(plan: CellPlan, summary: dict, rows) -> list[str]:
+    """Notes on what the cell's rows show: classes left out by the inner CV, certainties
+    the data refuted, fits that stopped short, and choices at the grid's edge."""
+    notes = []
     left_out = summary.get("inner_classes_missing", [])
     if sum(left_out) > 0:
-        print(
+        notes.append(
             f"note: in {sum(v > 0 for v in left_out)} fold(s) the inner CV left a class out of "
             f"{int(sum(left_out))} inner training part(s) in all (row inner_classes_missing):"
             " those grid points were rated by calibrators that never saw the class; "
@@ -87,7 +113,7 @@ def run_job(plan: CellPlan) -> str:
         )
     wrong = sum(summary.get("wrong_certainties", []))
     if wrong > 0:
-        print(
+        notes.append(
             f"note: {int(wrong)} test row(s) gave their label a probability below "
             f"{REFUTED_BELOW:g} (row wrong_certainties): certainties the data refuted, which "
             f"dominate the log-loss; tables mark this cell with {REFUTED_MARK}. "
@@ -95,17 +121,13 @@ def run_job(plan: CellPlan) -> str:
         )
     short = summary.get("fit_unconverged", [])
     if short:
-        print(
+        notes.append(
             f"note: the fit stopped before converging in {len(short)} fold(s) (row "
             f"fit_unconverged; the warning above says how): not the method's optimum, so "
             f"tables mark this cell with {UNCONVERGED_MARK}."
         )
     edge_note = grid_edge_note(plan.grid, rows, plan.protocol.widen_edges)
-    if edge_note:
-        print(edge_note)
-    if run.get("verbose"):
-        print(f"rows: {path}")
-    return cell_hash
+    return [*notes, edge_note] if edge_note else notes
 
 
 def grid_edge_note(grid: dict, rows, widened: int = 0) -> str:

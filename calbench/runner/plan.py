@@ -4,8 +4,9 @@
 runs every check of it (`calbench.runner.checks`), and reads each config group into what
 the rest of the runner uses: the method's calibrator with its grid, the criterion (its
 options, its own grid, how inner CV rates it), the protocol (`Protocol`: outer folds and
-inner CV), the metric set, and the cell's hash. What needs the data (the data set, the
-decision task of a fold, the calibrator for that task) comes from the plan's methods.
+inner CV), the metric set, and the cell's hash (`calbench.runner.cell_identity`). What
+needs the data (the data set, the decision task of a fold, the calibrator for that task)
+comes from the plan's methods.
 Below the plan, nothing reads a config dict: `calbench.runner.cell` fits and scores from
 it, `calbench.runner.job` stores what the cell gave under `CellPlan.hash`.
 """
@@ -24,13 +25,12 @@ from calbench.calibrators.base import Calibrator
 from calbench.calibrators.methods import method_from_config
 from calbench.criteria import PARAMETRISED, decision_criterion
 from calbench.data import LOADERS, Dataset, load_dataset
-from calbench.data.identity import FILE_OPTIONS, data_identity, default_name, identity_key
+from calbench.data.identity import data_identity, user_files_name
 from calbench.data.views import apply_views, view_keys
 from calbench.errors import CalbenchError
-from calbench.hashing import config_hash
 from calbench.metrics import empirical_risk, log_loss, metric_spec
+from calbench.runner.cell_identity import cell_groups, cell_hash
 from calbench.runner.checks import check_run_config
-from calbench.runner.code import code_identity
 from calbench.runner.decision_task import DecisionTask, decision_task
 from calbench.runner.protocols import Fold, Protocol
 from calbench.runner.spec import CellSpec
@@ -43,8 +43,8 @@ SELECT_BY = ("log_loss", "empirical_risk")
 class Criterion:
     """A ``criterion`` config group: what the calibrator minimises (``name`` and
     ``options``), the criterion's own grid (Ho 3.6 searches the Direct Loss's lambda and
-    beta), and how inner CV rates grid points. ``select_by`` came after stores were
-    written, so a criterion YAML leaves it out and this is its value."""
+    beta), and how inner CV rates grid points. A criterion YAML leaves ``select_by`` out
+    for the log-loss, so it stays out of the cells' hashes (`calbench.runner.cell_identity`)."""
 
     name: str
     options: dict
@@ -120,7 +120,7 @@ class CellPlan:
     #: own choice where it makes one (Kull et al. fitted VecS once on the whole
     #: calibration set, their ODIR maps as an average), else the protocol's.
     average_inner_models: bool
-    #: The groups that determine the cell's numbers, as hashed and stored.
+    #: The groups that determine the cell's numbers, as stored (`cell_identity.cell_groups`).
     cell: dict = field(repr=False)
     hash: str
     #: The user's files it reads, by name and content (`calbench.data.identity`); None
@@ -162,13 +162,13 @@ class CellPlan:
         dataset = self.spec.dataset
         data = dataset["name"]
         if not data and self.data is not None:
-            data = default_name(dataset)
+            data = user_files_name(dataset)
         elif not data and dataset.get("loader") == "hdf5":
-            from calbench.data.hdf5 import default_name as hdf5_name
+            from calbench.data.hdf5 import hdf5_task_name
 
             task = str(dataset["task"])
             split = dataset.get("split_task")
-            data = task.replace("/", " / ") if split else hdf5_name(dataset["path"], task)
+            data = task.replace("/", " / ") if split else hdf5_task_name(dataset["path"], task)
         return f"{self.spec.experiment} | {data or dataset['loader']} | {self.method}"
 
     def load_dataset(self) -> Dataset:
@@ -255,12 +255,7 @@ def plan_cell(cfg: DictConfig | dict | CellSpec) -> CellPlan:
         metric_spec((options or {}).get("fn", name))
     protocol = Protocol.of(spec.protocol)
     keys = criterion_keys(template, method)
-    cell = spec.groups()
-    if not keys:
-        cell["criterion"] = {"name": "none"}
-    code = code_identity(template)  # the user's own code: edited, it is another cell
-    if code is not None:
-        cell["code"] = code
+    cell = cell_groups(spec, template, takes_criterion=bool(keys))
     data = data_identity(spec.dataset)
     return CellPlan(
         spec=spec,
@@ -271,24 +266,6 @@ def plan_cell(cfg: DictConfig | dict | CellSpec) -> CellPlan:
         criterion_keys=keys,
         average_inner_models=method.get("average_inner_models", protocol.average_inner_models),
         cell=cell,
-        hash=config_hash(_hashed(cell, data)),
+        hash=cell_hash(cell, data),
         data=data,
     )
-
-
-def _hashed(cell: dict, data: dict | None) -> dict:
-    """What a cell's hash covers: its groups, except that the user's own files are named by
-    their names and contents (``data``, `calbench.data.identity`) and a task of an HDF5
-    benchmark file by the file's name and its arrays' SHA-256
-    (`calbench.data.hdf5.task_identity`), rather than by the folder they sit in."""
-    dataset = cell.get("dataset") or {}
-    if data is not None:
-        identity = {k: v for k, v in dataset.items() if k not in FILE_OPTIONS[dataset["loader"]]}
-        return {**cell, "dataset": {**identity, "content": identity_key(data)}}
-    if dataset.get("loader") != "hdf5":
-        return cell
-    from calbench.data.hdf5 import task_identity
-
-    identity = dict(dataset)
-    identity["path"] = task_identity(dataset["path"], str(dataset["task"]))
-    return {**cell, "dataset": identity}

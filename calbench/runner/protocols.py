@@ -148,11 +148,10 @@ class Protocol:
     fold_options: dict
     inner_folds: int
     average_inner_models: bool
-    # The keys below came after stores were written: a protocol YAML that leaves them out
-    # (kull_uci.yaml: inner_cv; all: grid_patience, widen_edges) keeps its cells' hashes,
-    # and these are its values. `+protocol.grid_patience=1` stops a grid early and
-    # `+protocol.widen_edges=2` widens a grid whose choice lies at its edge
-    # (`select_and_fit`).
+    # Keys a protocol YAML may leave out, with the values that give the papers' search;
+    # left out, they stay out of its cells' hashes (`calbench.runner.cell_identity`).
+    # `+protocol.grid_patience=1` stops a grid early and `+protocol.widen_edges=2` widens a
+    # grid whose choice lies at its edge (`select_and_fit`).
     inner_cv: str = "stratified"
     grid_patience: int | None = None
     widen_edges: int = 0

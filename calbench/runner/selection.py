@@ -28,12 +28,13 @@ from calbench.calibrators.binary import OneVsRestCalibrator
 from calbench.device import reuse_transfers
 from calbench.errors import check_choice
 from calbench.metrics import log_loss
+from calbench.runner.grid import edge_points, grid_path
 from calbench.runner.progress import GridProgress
 from calbench.runner.protocols import INNER_CV, check_class_counts
 from calbench.validation import scores_checked_once, trust_scores
 
-#: Inner folds are sliced once a search, not once a grid point, where their copies (about
-#: the data's size per fold) stay under this many bytes: at ImageNet shape (25,000 x
+#: Inner folds are sliced once a search, not once a grid point (`_InnerCV`), where their
+#: copies (about the data's size per fold) stay under this many bytes: at ImageNet shape (25,000 x
 #: 1,000) a 36-point grid over 5 folds otherwise copies 160 MB 180 times.
 FOLD_CACHE_BYTES = 2e9
 
@@ -109,165 +110,160 @@ def select_and_fit(
 
     Returns the fitted predictor and the chosen parameters (empty without a grid).
     """
-    # Calibrators that can warm-start walk the grid with one model per inner fold, each
-    # fit starting from the previous grid point's solution (the same optimum, fewer steps),
-    # from the strongest penalty down: a weak penalty's fit then starts from a near one's
-    # solution (netcal's LeNet-5 CIFAR-100, ms_odir, one inner fold of the 36-point grid:
-    # 36 s against 63 s weakest first; DenseNet-BC-100: 10 s against 21 s).
+    # Warm starts walk the grid from the strongest penalty down (`_fold_fitter`).
     warm = "warm_start" in calibrator.run_input_keys("warm_start")  # not a step's
     points = grid_path(grid, strongest_first=grid_patience is not None or warm)
     if not runs_inner_cv(grid, average_inner_models):
         return clone(calibrator).set_params(**points[0]).fit(logits, y), points[0]
-    n_classes = logits.shape[1]
     check_choice(inner_cv, "inner_cv", "protocol", INNER_CV)
     if inner_cv == "stratified":  # unstratified folds may leave a class out (counted)
-        check_class_counts(y, n_classes, inner_folds, "calibration data (inner CV)")
+        check_class_counts(y, logits.shape[1], inner_folds, "calibration data (inner CV)")
     splits = inner_splits(y, inner_folds, inner_cv, seed)
     prefix = _prefix_key(calibrator, grid)
-    # Calibrators that train a whole grid as one batch (the Keras-style layers) fit every
-    # point of an inner fold at once; the choice and the kept models are as one by one.
-    batched = getattr(calibrator, "fit_grid", None) is not None
-    if batched:
-        runners = [calibrator.fit_grid(logits[f], y[f], points) for f, _ in splits]
-    elif prefix is not None:  # one fit per inner fold, at the largest value
-        runners = [_fit_longest(calibrator, prefix, points, logits[f], y[f]) for f, _ in splits]
-    else:
-        runners = [
-            clone(calibrator).set_params(**({"warm_start": True} if warm else {})) for _ in splits
-        ]
+    fit_point = _fold_fitter(calibrator, points, splits, logits, y, prefix, warm)
+    search = _InnerCV(fit_point, logits, y, splits, score, keep_copies=warm)
     # Equal scores go to the earlier point of scikit-learn's ParameterGrid order, whatever
-    # the path, as they did before the path existed.
+    # the path visits first.
     listed = list(ParameterGrid(grid)) if grid else [{}]
-    grid_order = [listed.index(p) for p in points]
-    best = (np.inf, None, None, len(points))
-    row_key = next(iter(points[0]), None)
-    best_before_row, stale_rows = np.inf, 0
-    progress = GridProgress(len(points), len(splits))
-
-    cached = logits.nbytes * len(splits) <= FOLD_CACHE_BYTES
-    parts = [_fold_part(logits, y, split) for split in splits] if cached else None
-    if cached:  # the search's own slices, unchanged while it lasts
-        trust_scores(*(a for part in parts for a in part[::2]), where="select_and_fit")
-
-    # One buffer for every point's held-out predictions (the folds cover each row once): a
-    # new one per point costs its pages' first writes (ImageNet shape: 200 MB, 0.1 s).
-    out_of_fold = np.empty((len(y), n_classes))
-
-    def rate(i, params):
-        """The pooled out-of-fold score of grid point ``params`` (the i-th visited), and its
-        inner models."""
-        models = []
-        for j, (runner, split) in enumerate(zip(runners, splits, strict=True)):
-            fit_logits, fit_y, held_logits = parts[j] if cached else _fold_part(logits, y, split)
-            if batched:
-                model = runner[i]
-            elif prefix is not None:
-                model = runner.truncated(prefix, params[prefix])
-            else:
-                model = runner if warm else clone(calibrator)
-                model.set_params(**params).fit(fit_logits, fit_y)
-            out_of_fold[split[1]] = model.predict_proba(held_logits)
-            models.append(copy.deepcopy(model) if warm else model)
-            progress.fitted(i, j)
-        return score(out_of_fold, y), models
-
-    for i, params in enumerate(points):
-        if grid_patience is not None and i and params[row_key] != points[i - 1][row_key]:
-            stale_rows = 0 if best[0] < best_before_row else stale_rows + 1
-            if stale_rows >= grid_patience:
-                break
-            best_before_row = best[0]
-        value, models = rate(i, params)
-        if (value, grid_order[i]) < (best[0], best[3]):
-            best = (value, params, models, grid_order[i])
-    widened = dict(grid or {})
-    for _ in range(0 if batched or prefix is not None else widen_edges):
-        extra = edge_points(widened, best[1])
-        if not extra:
-            break
-        progress = GridProgress(len(extra), len(splits))
-        for i, params in enumerate(extra):
-            value, models = rate(i, params)
-            if value < best[0]:  # a new point wins only by a strictly better score
-                best = (value, params, models, len(listed) + i)
-        for point in extra:
-            for key, value in point.items():
-                if value not in widened[key]:
-                    widened[key] = sorted([*widened[key], value])
+    best = _search_path(search, points, [listed.index(p) for p in points], grid_patience)
+    if fit_point.refits_each_point:
+        best = _widen(search, grid, best, widen_edges, len(listed))
     _, params, models, _ = best
     if average_inner_models:
         return AveragedCalibrator(members=models).fit(logits, y), params
     return clone(calibrator).set_params(**params).fit(logits, y), params
 
 
+def _fold_fitter(calibrator, points, splits, logits, y, prefix, warm):
+    """``fit_point(i, j, params, fit_logits, fit_y)``: the model of the i-th visited grid
+    point ``params`` on inner fold j, made one of four ways (its ``refits_each_point`` says
+    whether a point outside ``points`` can be fitted too):
+
+    - a calibrator that trains a whole grid as one batch (``fit_grid``, the Keras-style
+      layers) fits every point of an inner fold at once; the choice and the kept models
+      are as one by one;
+    - a grid over one prefix parameter (`Calibrator.prefix_params`) is one fit per inner
+      fold, at its largest value, whose truncated copies are the other points;
+    - a calibrator that can warm-start keeps one model per inner fold, each fit starting
+      from the previous point's solution (the same optimum, fewer steps); the grid is then
+      walked from the strongest penalty down, so a weak penalty's fit starts from a near
+      one's solution (netcal's LeNet-5 CIFAR-100, ms_odir, one inner fold of the 36-point
+      grid: 36 s against 63 s weakest first; DenseNet-BC-100: 10 s against 21 s);
+    - any other is fitted afresh for each point.
+    """
+    if getattr(calibrator, "fit_grid", None) is not None:
+        batches = [calibrator.fit_grid(logits[f], y[f], points) for f, _ in splits]
+
+        def fit_point(i, j, params, fit_logits, fit_y):
+            return batches[j][i]
+
+        fit_point.refits_each_point = False
+        return fit_point
+    if prefix is not None:
+        longest = [_fit_longest(calibrator, prefix, points, logits[f], y[f]) for f, _ in splits]
+
+        def fit_point(i, j, params, fit_logits, fit_y):
+            return longest[j].truncated(prefix, params[prefix])
+
+        fit_point.refits_each_point = False
+        return fit_point
+    if warm:
+        runners = [clone(calibrator).set_params(warm_start=True) for _ in splits]
+
+        def fit_point(i, j, params, fit_logits, fit_y):
+            return runners[j].set_params(**params).fit(fit_logits, fit_y)
+    else:
+
+        def fit_point(i, j, params, fit_logits, fit_y):
+            return clone(calibrator).set_params(**params).fit(fit_logits, fit_y)
+
+    fit_point.refits_each_point = True
+    return fit_point
+
+
+class _InnerCV:
+    """The inner folds of one search: each grid point's pooled out-of-fold score.
+
+    The folds' slices are taken once a search, not once a grid point, where their copies
+    stay under `FOLD_CACHE_BYTES`, and checked once (`trust_scores`). One buffer holds every
+    point's held-out predictions (the folds cover each row once): a new one per point costs
+    its pages' first writes (ImageNet shape: 200 MB, 0.1 s)."""
+
+    def __init__(self, fit_point, logits, y, splits, score, keep_copies: bool):
+        self.fit_point, self.logits, self.y, self.splits = fit_point, logits, y, splits
+        self.score, self.keep_copies = score, keep_copies
+        self.progress = None  # set by `count` before each run of points
+        cached = logits.nbytes * len(splits) <= FOLD_CACHE_BYTES
+        self.parts = [_fold_part(logits, y, split) for split in splits] if cached else None
+        if cached:  # the search's own slices, unchanged while it lasts
+            trust_scores(*(a for part in self.parts for a in part[::2]), where="select_and_fit")
+        self.out_of_fold = np.empty((len(y), logits.shape[1]))
+
+    def count(self, n_points: int) -> None:
+        """Report progress over the next ``n_points`` grid points."""
+        self.progress = GridProgress(n_points, len(self.splits))
+
+    def rate(self, i: int, params: dict) -> tuple[float, list]:
+        """The pooled out-of-fold score of grid point ``params`` (the i-th visited), and its
+        inner models (copies where the fold's model goes on to the next point)."""
+        models = []
+        for j, split in enumerate(self.splits):
+            if self.parts is not None:
+                fit_logits, fit_y, held_logits = self.parts[j]
+            else:
+                fit_logits, fit_y, held_logits = _fold_part(self.logits, self.y, split)
+            model = self.fit_point(i, j, params, fit_logits, fit_y)
+            self.out_of_fold[split[1]] = model.predict_proba(held_logits)
+            models.append(copy.deepcopy(model) if self.keep_copies else model)
+            self.progress.fitted(i, j)
+        return self.score(self.out_of_fold, self.y), models
+
+
+def _search_path(search: _InnerCV, points: list[dict], grid_order: list[int], patience):
+    """(score, params, inner models, grid order) of the best point of ``points``, visited
+    in order; with ``patience`` (see `select_and_fit`) the search stops after that many
+    rows of the first key in a row found no better point."""
+    best = (np.inf, None, None, len(points))
+    row_key = next(iter(points[0]), None)
+    best_before_row, stale_rows = np.inf, 0
+    search.count(len(points))
+    for i, params in enumerate(points):
+        if patience is not None and i and params[row_key] != points[i - 1][row_key]:
+            stale_rows = 0 if best[0] < best_before_row else stale_rows + 1
+            if stale_rows >= patience:
+                break
+            best_before_row = best[0]
+        value, models = search.rate(i, params)
+        if (value, grid_order[i]) < (best[0], best[3]):
+            best = (value, params, models, grid_order[i])
+    return best
+
+
+def _widen(search: _InnerCV, grid: dict | None, best: tuple, widen_edges: int, n_listed: int):
+    """``best`` after up to ``widen_edges`` rounds of rating the points one grid step beyond
+    the edge the choice lies at (`edge_points`); a new point wins only by a strictly
+    better score."""
+    widened = dict(grid or {})
+    for _ in range(widen_edges):
+        extra = edge_points(widened, best[1])
+        if not extra:
+            break
+        search.count(len(extra))
+        for i, params in enumerate(extra):
+            value, models = search.rate(i, params)
+            if value < best[0]:
+                best = (value, params, models, n_listed + i)
+        for point in extra:
+            for key, value in point.items():
+                if value not in widened[key]:
+                    widened[key] = sorted([*widened[key], value])
+    return best
+
+
 def _fold_part(logits, y, split):
     """(fitting logits, fitting labels, held-out logits) of one inner fold."""
     fit_idx, held_idx = split
     return logits[fit_idx], y[fit_idx], logits[held_idx]
-
-
-def _numeric_values(values) -> list | None:
-    """The grid values as numbers, where all are positive numbers and there are two or more."""
-    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-    if len(numbers) < 2 or len(numbers) != len(values) or min(numbers) <= 0:
-        return None
-    return sorted(numbers)
-
-
-def edge_choices(grid: dict, chosen: dict) -> dict[str, str]:
-    """Key -> "largest" or "smallest" for each numeric key of ``grid`` whose ``chosen``
-    value lies at that edge of its values."""
-    out = {}
-    for key, values in (grid or {}).items():
-        ordered = _numeric_values(values)
-        if ordered is None or key not in chosen:
-            continue
-        if chosen[key] == ordered[-1]:
-            out[key] = "largest"
-        elif chosen[key] == ordered[0]:
-            out[key] = "smallest"
-    return out
-
-
-def edge_points(grid: dict, chosen: dict) -> list[dict]:
-    """The points `select_and_fit`'s ``widen_edges`` adds where ``chosen`` lies at an edge
-    of ``grid``: for each numeric key with two or more positive values whose chosen value is
-    the largest (smallest), the next value of the grid's spacing beyond it (its ratio of
-    the last two values), with every value of the other keys; none where it is inside."""
-    extra = []
-    for key, side in edge_choices(grid, chosen).items():
-        ordered = _numeric_values(grid[key])
-        step = ordered[-1] / ordered[-2] if side == "largest" else ordered[0] / ordered[1]
-        beyond = chosen[key] * step
-        beyond = int(round(beyond)) if all(isinstance(v, int) for v in ordered) else float(beyond)
-        if beyond in ordered:
-            continue
-        others = {k: v for k, v in grid.items() if k != key}
-        extra += [{**p, key: beyond} for p in ParameterGrid({**others, key: [beyond]})]
-    return extra
-
-
-def grid_path(grid: dict | None, strongest_first: bool = False) -> list[dict]:
-    """The grid's points in the order inner CV visits them: scikit-learn's ParameterGrid
-    order (the last key fastest, values as listed), or with ``strongest_first`` the rows of
-    the first key from its largest value down (the strongest ``reg_lambda`` first), so that
-    ``grid_patience`` can stop before the weakest, slowest fits. Within a row the last key
-    keeps ParameterGrid's order, restarting on every row: warm starts that ran back and
-    forth instead (a boustrophedon) took 3.6x the L-BFGS iterations on a 2000 x 100
-    ms_odir grid, its weakest penalties running into max_iter."""
-    if not grid:
-        return [{}]
-    points = list(ParameterGrid(grid))
-    if not strongest_first:
-        return points
-    first = sorted(grid)[0]
-    rows = sorted({str(p[first]): p[first] for p in points}.values(), key=_order_key, reverse=True)
-    return [p for value in rows for p in points if p[first] == value]
-
-
-def _order_key(value):
-    """Numbers by value; anything else (criterion specs, strings) by its text."""
-    return (0, float(value), "") if isinstance(value, int | float) else (1, 0.0, str(value))
 
 
 def _prefix_key(calibrator: Calibrator, grid: dict) -> str | None:

@@ -8,23 +8,11 @@ choice (a loader's options, a protocol's folds), and each is checked where it is
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 from omegaconf import DictConfig, OmegaConf
 
-#: The parts of the configuration that determine a cell's numbers (and so its hash).
-CELL_KEYS = (
-    "experiment",
-    "seed",
-    "dataset",
-    "method",
-    "criterion",
-    "loss",
-    "shift",
-    "protocol",
-    "metrics",
-)
+from calbench.runner.cell_identity import CELL_KEYS
 
 
 @dataclass(frozen=True)
@@ -58,7 +46,3 @@ class CellSpec:
         if resolved.get("experiment_name") is not None:  # checked by check_run_config
             cell["experiment"] = str(resolved["experiment_name"])
         return cls(**cell, device=resolved.pop("device", "cpu") or "cpu", run=resolved)
-
-    def groups(self) -> dict:
-        """The `CELL_KEYS` groups as one dict (what a cell's hash is taken of)."""
-        return copy.deepcopy({key: getattr(self, key) for key in CELL_KEYS})

@@ -12,7 +12,7 @@ time spent and an estimate of the rest, each remaining cell weighed by its cost
 
 Composing a job from scratch costs Hydra about 0.17 s. With ``compose=cached`` (the
 default) the launcher composes what the jobs share once and each distinct swept value once
-(`composition.SweepComposer`, beside this module), before any job runs, so a bad value fails
+(`sweep_composer.SweepComposer`, beside this module), before any job runs, so a bad value fails
 first; each job is then assembled from those parts in about a millisecond and handed to
 calbench's cell as a plain resolved config, without Hydra's per-job output folder.
 ``compose=hydra`` composes and runs every job as Hydra's own launchers do (a folder with
@@ -51,6 +51,7 @@ from hydra.plugins.launcher import Launcher
 from omegaconf import open_dict
 
 from calbench.runner.progress import SweepEstimate, cell_cost, clock
+from hydra_plugins.calbench_launcher.backends import on_ray, on_workers, ray_cpus
 from hydra_plugins.calbench_launcher.slurm import SlurmConf, on_slurm, slurm_conf
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ class CalbenchLauncher(Launcher):
                 tasks = -(-len(job_overrides) // max(1, int(self.slurm.cells_per_job)))
                 jobs = max(1, min(int(self.slurm.max_running), tasks))
             elif self.backend == "ray":
-                jobs = _ray_cpus(self.ray_address)
+                jobs = ray_cpus(self.ray_address)
             else:
                 jobs = workers(int(self.n_jobs), len(job_overrides))
             run, args, costs = self._jobs(job_overrides, initial_job_idx)
@@ -246,11 +247,11 @@ class CalbenchLauncher(Launcher):
         progress = Progress(SweepEstimate(costs, jobs), self.progress)
         results: dict[int, JobReturn] = {}
         if self.backend == "ray":
-            finished = _on_ray(run, args, self.ray_retries)
+            finished = on_ray(run, args, self.ray_retries)
         elif self.backend == "local" and jobs == 1:
             finished = (run(*a) for a in args)
         elif self.backend == "local":
-            finished = _on_workers(run, list(args), jobs)
+            finished = on_workers(run, list(args), jobs)
         for idx, ret, seconds in finished:
             results[idx] = ret
             progress.finished(idx - initial_job_idx, ret, seconds)
@@ -280,7 +281,7 @@ class CalbenchLauncher(Launcher):
                 ),
                 [(m, 1.0) for m in methods],  # no config before the job composes its own
             )
-        from hydra_plugins.calbench_launcher.composition import SweepComposer
+        from hydra_plugins.calbench_launcher.sweep_composer import SweepComposer
 
         loader, master = self.hydra_context.config_loader, self.config
         composer = SweepComposer(
@@ -297,60 +298,6 @@ class CalbenchLauncher(Launcher):
             ),
             costs,
         )
-
-
-#: Why a job's worker died, as a failed cell's reason.
-WORKER_DIED = "its worker process died (killed, or out of memory)"
-
-
-def _on_workers(run, args: list, jobs: int):
-    """Each job on a pool of ``jobs`` worker processes (joblib's loky), yielded as it
-    finishes. Where a worker dies, joblib stops the whole pool; the unfinished jobs then
-    run each in a process of its own (`_isolated`), so a death costs its own cell only."""
-    from joblib import Parallel, delayed
-    from joblib.externals.loky.process_executor import TerminatedWorkerError
-
-    pending = {a[0]: a for a in args}
-    parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-    try:
-        for idx, ret, seconds in parallel(delayed(run)(*a) for a in list(pending.values())):
-            del pending[idx]
-            yield idx, ret, seconds
-        return
-    except TerminatedWorkerError:
-        print(
-            f"[sweep] a worker process died; the {len(pending)} unfinished cell(s) run each in "
-            "a process of its own",
-            file=sys.stderr,
-            flush=True,
-        )
-    yield from _isolated(run, list(pending.values()), jobs)
-
-
-def _isolated(run, args: list, jobs: int):
-    """Each job in a fresh one-worker process pool, ``jobs`` at a time: a job whose process
-    dies is yielded as failed (`WORKER_DIED`), and the others go on."""
-    from concurrent.futures import FIRST_COMPLETED, wait
-
-    from joblib.externals.loky.process_executor import ProcessPoolExecutor
-
-    from calbench.errors import CalbenchError
-
-    pending, running = list(args), {}
-    while pending or running:
-        while pending and len(running) < jobs:
-            a = pending.pop(0)
-            executor = ProcessPoolExecutor(max_workers=1)
-            running[executor.submit(run, *a)] = (executor, a)
-        finished, _ = wait(running, return_when=FIRST_COMPLETED)
-        for future in finished:
-            executor, a = running.pop(future)
-            try:
-                yield future.result()
-            except Exception:  # the process died: loky's TerminatedWorkerError
-                died = CalbenchError(WORKER_DIED)
-                yield a[0], JobReturn(list(a[1]), status=JobStatus.FAILED, _return_value=died), 0.0
-            executor.shutdown(wait=False)
 
 
 def reason(error: BaseException) -> str:
@@ -398,33 +345,6 @@ def report_failures(done: list, total: int, results_dir: Path) -> None:
         flush=True,
     )
     raise SystemExit(1)
-
-
-def _ray_cpus(address: str | None) -> int:
-    """Join (or start) the Ray cluster; its CPUs, the cells that run at once."""
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(
-            "hydra.launcher.backend=ray needs Ray on this machine and the cluster's: "
-            "pip install 'ray>=2.9'."
-        ) from None
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=True)
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
-
-
-def _on_ray(run, args, retries: int):
-    """Each job as a Ray task (one CPU), yielded as it finishes. A task whose worker
-    process dies is run again by Ray, up to ``retries`` times; a cell that raised is not
-    (its error is the job's, as on one machine)."""
-    import ray
-
-    task = ray.remote(num_cpus=1, max_retries=retries, retry_exceptions=False)(run)
-    pending = [task.remote(*a) for a in args]
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        yield from ray.get(done)
 
 
 def _method(overrides) -> str:

@@ -7,7 +7,7 @@ sweep to catch a bad override early. Composing takes about a quarter of a second
 with, so composing one job per distinct value of each swept key finds the same errors:
 kull_uci composes 38 jobs instead of 1540. The jobs themselves are composed again where
 they run, as before; calbench's launcher composes each swept value itself before any job
-runs (`hydra_plugins.calbench_launcher.composition`), and then this check is left to it.
+runs (`hydra_plugins.calbench_launcher.sweep_composer`), and then this check is left to it.
 
 It also expands ``dataset.task=all`` (on the command line or in a preset's sweep) into every
 task of the HDF5 file the composed ``dataset.path`` names (`calbench.data.hdf5.expand_all_tasks`),

@@ -3,7 +3,7 @@ each value its sweep names, every data set, every method and every metric set (a
 lightning-hydra-template's config tests do). Nothing is fitted and no data are read: a
 config that only breaks when its cell runs (a typo in a preset's sweep, a method that names
 an unknown parameter, a metric set that names no metric) fails here. The configs are the
-ones calbench's launcher hands its cells (`tests.calibrators.test_composition.composed`), which that
+ones calbench's launcher hands its cells (`tests.runner.test_sweep_composer.composed`), which that
 module checks against Hydra's own."""
 
 import inspect
@@ -16,7 +16,7 @@ from calbench.conf_files import group_files, read_group, swept_values
 from calbench.data import LOADERS
 from calbench.data.views import view_keys
 from calbench.runner.plan import PLAN_DATASET_KEYS, plan_cell
-from tests.calibrators.test_composition import composed as _compose
+from tests.runner.test_sweep_composer import composed as _compose
 
 
 def _built(*overrides) -> None:

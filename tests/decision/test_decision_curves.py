@@ -6,7 +6,7 @@ import pytest
 from calbench.calibrators import make_calibrator
 from calbench.decision import c100_dangerous, empirical_risk, ham10000_treat, zero_one
 from calbench.decision.family import between, curve_eps, curve_metric, prior_shift_family
-from calbench.decision.shift import adapt_posteriors, importance_weights, long_tail_prior
+from calbench.decision.shift import adapt_posteriors, long_tail_prior
 from calbench.errors import CalbenchError
 from calbench.runner.cell import run_cell
 from calbench.runner.decision_task import decision_task
@@ -71,6 +71,11 @@ def test_direct_loss_is_trained_at_each_eps_of_the_curve_and_scored_there():
     matrix = np.hstack([zero_one(3), np.full((3, 1), 0.25)])
     for point in grid["criterion"]:  # the whole lambda x beta grid sees the loss at 0.25
         np.testing.assert_allclose(point["loss_matrix"], matrix)
+
+
+def importance_weights(y, train_prior, test_prior) -> np.ndarray:
+    """Eq. 3.37's weights p_test(y_i) / p_train(y_i), written here apart from the runner's."""
+    return (np.asarray(test_prior) / np.asarray(train_prior))[np.asarray(y)]
 
 
 def test_a_prior_shift_is_the_family_of_eqs_3_40_3_41():

@@ -126,7 +126,7 @@ def test_the_markdown_report_keeps_its_rows_and_links_whole(hostile):
 
 
 def test_the_markdown_report_renders_to_the_same_safe_html(hostile):
-    from calbench.report.html import markdown_html
+    from calbench.report.html_markdown import markdown_html
 
     page = _parsed(markdown_html(hostile["md"]))
     assert not [t for t, _ in page.tags if t in ("script", "img", "svg")]

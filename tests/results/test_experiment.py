@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+import calbench.results.reading as reading_module
 import calbench.results.store as store_module
 from calbench.report.html import write_html_report
 from calbench.results.experiment import Results
@@ -48,8 +49,9 @@ def test_one_html_report_reads_each_stored_file_once(results, monkeypatch):
         predictions_read[cell_hash] += 1
         return predictions(self, cell_hash, sha256)
 
-    monkeypatch.setattr(store_module, "damage", counted_damage)
-    monkeypatch.setattr(store_module, "config_damage", counted_config_damage)
+    for module in (store_module, reading_module):  # the store's reads and its whole-table read
+        monkeypatch.setattr(module, "damage", counted_damage)
+        monkeypatch.setattr(module, "config_damage", counted_config_damage)
     monkeypatch.setattr(store_module.ResultStore, "predictions", counted_predictions)
     path = write_html_report("default", results)
     assert path.is_file()

@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from calbench.data.identity import default_name
+from calbench.data.identity import user_files_name
 from calbench.results.store import DamagedCells, ResultStore
 from calbench.results.verify import repair, verify
 from calbench.runner.job import run_job
@@ -216,7 +216,7 @@ def test_a_file_stem_too_long_for_a_name_is_refused_with_the_fix(tmp_path):
     out = calbench("run", "dataset=npz", f"dataset.path={path}", f"results_dir={tmp_path}")
     assert out.returncode == 2 and "the data set name taken from the file's stem" in out.stderr
     assert "dataset.name=my_model" in out.stderr
-    assert default_name({"loader": "npz", "path": str(path)}) == "s" * 240
+    assert user_files_name({"loader": "npz", "path": str(path)}) == "s" * 240
 
 
 def test_an_npz_with_both_schemas_or_one_test_row_is_refused(tmp_path):

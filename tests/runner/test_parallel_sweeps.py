@@ -17,7 +17,7 @@ def _values(results):
     return rows.set_index(["method", "metric", "fold"])["value"].sort_index()
 
 
-@pytest.mark.slow  # 23 s; test_composition and the stored cell hashes keep the composer quick
+@pytest.mark.slow  # 23 s; test_sweep_composer and the stored cell hashes keep the composer quick
 def test_a_sweep_stores_the_same_numbers_on_one_job_or_two(tmp_path):
     """kull_uci's and valk_real's cells are fitted in worker processes with one BLAS thread
     each where one job had both cores: the stored numbers must not move. The one-job run

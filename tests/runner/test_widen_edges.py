@@ -4,8 +4,9 @@ follow the grid's own spacing, and inner CV then finds the value the data call f
 import pytest
 
 from calbench.calibrators.base import Calibrator
+from calbench.runner.grid import edge_points
 from calbench.runner.protocols import Protocol
-from calbench.runner.selection import edge_points, select_and_fit
+from calbench.runner.selection import select_and_fit
 from calbench.simplex import softmax
 
 

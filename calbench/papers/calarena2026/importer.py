@@ -127,23 +127,8 @@ def _numbers(
     return values.astype(float)
 
 
-def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """One CalArena result file, read once and checked whole: its long rows (dataset,
-    classifier, metric, value, fit_seconds), its tasks' properties (sizes, classes) and its
-    SHA-256. A file without its method's columns, with a damaged line, a field that is no
-    number or a task listed twice is named with the line."""
-    data = path.read_bytes()
-    method = path.stem
-    frame = _parsed(path, data)
-    missing = [c for c in TASK_COLUMNS if c not in frame]
-    time_column = f"{method}_time"
-    metrics = {m: name for m, name in METRICS.items() if f"{method}_{m}" in frame}
-    if missing or not metrics or time_column not in frame:
-        raise CalbenchError(
-            f"{path} is not a CalArena result file: it needs the columns "
-            f"{', '.join(TASK_COLUMNS)}, {method}_brier (and the other metrics) and "
-            f"{time_column}; it has {', '.join(frame.columns[:8])}."
-        )
+def _check_columns_and_tasks(path: Path, frame: pd.DataFrame, method: str) -> None:
+    """No column that is none of CalArena's, some rows, and no task listed twice."""
     known = {*TASK_COLUMNS, "n_classes", *(f"{method}_{m}" for m in [*METRICS, "time"])}
     unknown = [c for c in frame.columns if c not in known]
     if unknown:  # a misspelt metric would otherwise go missing without a word
@@ -163,6 +148,26 @@ def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             path,
             f"task {first['dataset']} / {first['model']} is listed more than once (lines {lines})",
         )
+
+
+def read_result_file(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """One CalArena result file, read once and checked whole: its long rows (dataset,
+    classifier, metric, value, fit_seconds), its tasks' properties (sizes, classes) and its
+    SHA-256. A file without its method's columns, with a damaged line, a field that is no
+    number or a task listed twice is named with the line."""
+    data = path.read_bytes()
+    method = path.stem
+    frame = _parsed(path, data)
+    missing = [c for c in TASK_COLUMNS if c not in frame]
+    time_column = f"{method}_time"
+    metrics = {m: name for m, name in METRICS.items() if f"{method}_{m}" in frame}
+    if missing or not metrics or time_column not in frame:
+        raise CalbenchError(
+            f"{path} is not a CalArena result file: it needs the columns "
+            f"{', '.join(TASK_COLUMNS)}, {method}_brier (and the other metrics) and "
+            f"{time_column}; it has {', '.join(frame.columns[:8])}."
+        )
+    _check_columns_and_tasks(path, frame, method)
     fit_seconds = _numbers(path, frame, time_column, required=True, bounds=RANGES["time"])
     parts = [
         pd.DataFrame(

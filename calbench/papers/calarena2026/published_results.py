@@ -157,6 +157,26 @@ def rebuild_source(rows: pd.DataFrame, benchmark: str, method: str) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def _method_row(row, dataset: str, values, seconds, published_seconds) -> list[str]:
+    """One CalArena method's line of `method_table`."""
+    ours = f"{float(row['calbench']):.6f}"
+    if "interval" in row and row["interval"]:
+        low, high = (float(v) for v in row["interval"].strip("[]").split(","))
+        ours += f" [{low:.4f}, {high:.4f}]"
+    variant = OWN_VARIANTS.get(row["column"], "")
+    variant_value = values.get((dataset, variant))
+    return [
+        row["column"],
+        row["method"],
+        f"{float(row['published']):.6f}",
+        ours,
+        row["status"],
+        f"{variant} {variant_value:.6f}" if variant_value is not None else variant,
+        f"{float(published_seconds.get((dataset, row['column']), 'nan')):.3f}",
+        f"{seconds.get((dataset, row['method']), float('nan')):.3f}",
+    ]
+
+
 def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_float32") -> str:
     """Markdown: per network that ran and CalArena method, CalArena's number, calbench's
     (with its interval where the report has one) and status, the variant calbench follows
@@ -175,26 +195,10 @@ def method_table(report: pd.DataFrame, results_dir, metric: str = "log_loss_floa
     published_seconds = published_seconds.set_index(["dataset", "column"])["seconds"]
     lines = []
     for dataset, part in ran.groupby("dataset"):
-        table = []
-        for _, row in part.sort_values("column").iterrows():
-            ours = f"{float(row['calbench']):.6f}"
-            if "interval" in row and row["interval"]:
-                low, high = (float(v) for v in row["interval"].strip("[]").split(","))
-                ours += f" [{low:.4f}, {high:.4f}]"
-            variant = OWN_VARIANTS.get(row["column"], "")
-            variant_value = values.get((dataset, variant))
-            table.append(
-                [
-                    row["column"],
-                    row["method"],
-                    f"{float(row['published']):.6f}",
-                    ours,
-                    row["status"],
-                    f"{variant} {variant_value:.6f}" if variant_value is not None else variant,
-                    f"{float(published_seconds.get((dataset, row['column']), 'nan')):.3f}",
-                    f"{seconds.get((dataset, row['method']), float('nan')):.3f}",
-                ]
-            )
+        table = [
+            _method_row(row, dataset, values, seconds, published_seconds)
+            for _, row in part.sort_values("column").iterrows()
+        ]
         headers = [
             "CalArena",
             "calbench method",

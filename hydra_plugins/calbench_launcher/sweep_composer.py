@@ -10,14 +10,13 @@ the parts of its overrides put in: config-group choices first, then values, as H
 applies them. Everything else -- an override that reaches outside its key (a
 ``@package _global_`` preset), two swept overrides on overlapping keys, an interpolation
 that is more than a path (``${now:...}``) -- is composed by Hydra itself, whole.
-``tests/calibrators/test_composition.py`` checks the result against Hydra's own for every preset and
+``tests/runner/test_sweep_composer.py`` checks the result against Hydra's own for every preset and
 swept value.
 """
 
 # No `from __future__ import annotations`: Hydra's plugin scan executes this module without
 # registering it in sys.modules, where a dataclass's string annotations cannot be resolved.
 
-import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf
 
 #: ``${a.b}``: an interpolation that names a node by its absolute path.
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\}")
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\}")
 
 
 class _NotSeparable(Exception):
@@ -117,12 +116,12 @@ def resolve(tree: dict) -> dict:
             return [value(v, depth) for v in node]
         if not isinstance(node, str) or "${" not in node:
             return node
-        whole = _REFERENCE.fullmatch(node)
+        whole = _INTERPOLATION.fullmatch(node)
         if whole:
             return target(whole.group(1), depth)
-        if "\\" in node or "${" in _REFERENCE.sub("", node):
+        if "\\" in node or "${" in _INTERPOLATION.sub("", node):
             raise _NotSeparable  # resolvers, escapes, nested or relative interpolations
-        return _REFERENCE.sub(lambda m: _as_text(target(m.group(1), depth)), node)
+        return _INTERPOLATION.sub(lambda m: _as_text(target(m.group(1), depth)), node)
 
     def target(dotted, depth):
         found, missing = _at(tree, tuple(dotted.split(".")))
@@ -264,20 +263,3 @@ class SweepComposer:
                 raise _NotSeparable  # Hydra's to refuse (or to merge)
             tree = _with(tree, part.path, part.value, part.missing)
         return tree, choices
-
-
-@functools.cache
-def _config_loader():
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path
-
-    return ConfigLoaderImpl(config_search_path=create_config_search_path("pkg://calbench.conf"))
-
-
-def hydra_compose(overrides: Sequence[str]) -> DictConfig:
-    """Hydra's own composition of calbench's config with ``overrides``, its ``hydra`` node
-    included, as Hydra's launchers compose a job (the reference `SweepComposer` is checked
-    against, and the composer of tests and benchmarks)."""
-    from hydra.types import RunMode
-
-    return _config_loader().load_configuration("config", list(overrides), run_mode=RunMode.RUN)

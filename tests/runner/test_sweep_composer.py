@@ -1,5 +1,5 @@
 """calbench's launcher composes each distinct part of a sweep once
-(`hydra_plugins.calbench_launcher.composition`): its configs must be Hydra's own, value
+(`hydra_plugins.calbench_launcher.sweep_composer`): its configs must be Hydra's own, value
 for value, for every preset and every value its sweep names, and wherever it cannot be sure it must
 hand the job to Hydra whole."""
 
@@ -10,13 +10,28 @@ import random
 import pytest
 
 from calbench.conf_files import read_group, swept_values
-from hydra_plugins.calbench_launcher.composition import (
+from hydra_plugins.calbench_launcher.sweep_composer import (
     SweepComposer,
     as_cell_config,
-    hydra_compose,
     resolve,
 )
 from hydra_plugins.calbench_sweeper.calbench_sweeper import representative_jobs
+
+
+@functools.cache
+def _config_loader():
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+
+    return ConfigLoaderImpl(config_search_path=create_config_search_path("pkg://calbench.conf"))
+
+
+def hydra_compose(overrides):
+    """Hydra's own composition of calbench's config with ``overrides``, its ``hydra`` node
+    included, as Hydra's launchers compose a job: what `SweepComposer` is checked against."""
+    from hydra.types import RunMode
+
+    return _config_loader().load_configuration("config", list(overrides), run_mode=RunMode.RUN)
 
 
 def hydras(overrides) -> tuple[dict, dict]:

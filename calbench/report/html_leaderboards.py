@@ -1,0 +1,106 @@
+"""The HTML report's leaderboards: per metric its table, its caveats, the best method per
+task (linked to its cells) and its figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from calbench.markup import html_text
+from calbench.report.html_cells import cell_link, method_link
+from calbench.report.html_elements import figure, num_td, open_table, slug, td
+
+#: The leaderboard's displayed columns and the numbers they sort by.
+_SORT_BY = {
+    "mean rank": "mean_rank",
+    "win rate [95% CI]": "win_rate",
+    "rank (95% set)": "rank_best",
+    "blocks to tell from #1": "blocks_to_tell_from_leader",
+    "clear wins [95% CI]": "clear_win_rate",
+    "Bradley-Terry (Elo) [95% CI]": "strength",
+    "median fit (s)": "median_fit_seconds",
+}
+
+
+def leaderboards_html(results_dir: Path, report) -> str:
+    from calbench.plots.leaderboard import leaderboard_cd_figure
+    from calbench.tables.leaderboard import caption, display_frame, few_blocks_caveat
+
+    parts = []
+    for metric, board in report.boards.items():
+        parts.append(f'<h3 id="leaderboard-{slug(metric)}">{html_text(metric)}</h3>')
+        if isinstance(board, str):
+            parts.append(f'<p class="note">No leaderboard: {html_text(board)}</p>')
+            continue
+        caveat = few_blocks_caveat(board)
+        if caveat:
+            parts.append(f'<p class="caveat">{html_text(caveat)}</p>')
+        text = caption(board).replace(f" {caveat}", "") if caveat else caption(board)
+        parts.append(f'<p class="caption">{html_text(text)}</p>')  # the caveat shown once
+        methods = set(report.rows["method"])
+        parts.append(_board_table(board, display_frame(board), methods))
+        parts.append(_per_task_table(board, board.cells, methods))
+        cd = leaderboard_cd_figure(board, results_dir / "leaderboards")
+        for path in report.win_rate_figures[metric] + cd:
+            parts.append(figure(path))
+    return "\n".join(parts)
+
+
+def _board_table(board, shown: pd.DataFrame, methods) -> str:
+    t = board.table
+    lines = [open_table(["#", "method", *shown.columns])]
+    for place, method in enumerate(shown.index, start=1):
+        tds = [num_td(place, "{:d}"), f"<td>{method_link(method, methods)}</td>"]
+        for column in shown.columns:
+            key = _SORT_BY.get(column)
+            if key is not None:
+                sort = t.loc[method, key]
+                if key == "blocks_to_tell_from_leader":  # shown as whole data sets
+                    sort = np.ceil(sort)
+            elif column.startswith("vs TS"):
+                sort = t.loc[method, "better_than_ts"] - t.loc[method, "worse_than_ts"]
+            else:
+                sort = None
+            tds.append(td(shown.loc[method, column], sort))
+        lines.append("<tr>" + "".join(tds) + "</tr>")
+    lines.append("</tbody></table>")
+    return "\n".join(lines)
+
+
+def _per_task_table(board, hashes: pd.DataFrame, methods) -> str:
+    from calbench.tables.leaderboard import REFERENCE
+
+    per_task = board.per_task
+    head = ["task", "best method", f"best {board.metric}"]
+    if "ts_value" in per_task:
+        head += [f"TS {board.metric}"]
+    if "ts_distinguishable" in per_task:
+        head += ["TS told apart from the best?"]
+    lines = [
+        f'<p class="note">Per task: the best method on {html_text(board.metric)}; the '
+        "values link to their cells.</p>",
+        open_table(head),
+    ]
+    for task, row in per_task.iterrows():
+        best = row["best"]
+        tds = [
+            td(task),
+            f"<td>{method_link(best, methods)}</td>",
+            _linked_value(row["best_value"], hashes.loc[task, best]),
+        ]
+        if "ts_value" in per_task:
+            tds.append(_linked_value(row["ts_value"], hashes.loc[task, REFERENCE]))
+        if "ts_distinguishable" in per_task:
+            tds.append(td("yes" if row["ts_distinguishable"] else "no (tied)"))
+        lines.append("<tr>" + "".join(tds) + "</tr>")
+    lines.append("</tbody></table>")
+    return "\n".join(lines)
+
+
+def _linked_value(value: float, cell_hashes) -> str:
+    links = " ".join(
+        cell_link(h, f"{value:.4f}" if i == 0 else f"[{i + 1}]") for i, h in enumerate(cell_hashes)
+    )
+    return f'<td class="num" data-sort="{value!r}">{links}</td>'
