@@ -33,8 +33,8 @@ import numpy as np
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT
-from calbench.calibrators.neighbourhood import default_epsilon
-from calbench.calibrators.threads import blas_threads
+from calbench.calibrators.neighbourhood.kernel import default_epsilon
+from calbench.calibrators.solvers.threads import blas_threads
 from calbench.papers.valk2022.reference_valk import (
     force_p_to_simplex,
     valk_probabilities,

@@ -31,7 +31,7 @@ import numpy as np
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT
-from calbench.calibrators.neighbourhood import default_epsilon
+from calbench.calibrators.neighbourhood.kernel import default_epsilon
 from calbench.papers.valk2022.reference_valk import (
     force_p_to_simplex,
     sklearn_2022_log_loss,

@@ -1,0 +1,1 @@
+"""Hoki: confidence calibration from random logit transformations (Jang et al.)."""

@@ -1,0 +1,1 @@
+"""Intra order-preserving calibration maps (Rahimi et al. 2020)."""

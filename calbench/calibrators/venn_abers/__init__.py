@@ -1,0 +1,1 @@
+"""Venn-Abers predictors, inductive and cross, multiclass."""
