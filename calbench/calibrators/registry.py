@@ -68,13 +68,20 @@ def library_calibrators(
 def family(cls: type) -> str:
     """A calibrator class's family, as ``calbench list methods`` shows it: the family
     subpackage of calbench's own class (``calbench.calibrators.scaling.temperature`` ->
-    ``scaling``), or of the nearest library class a pack's twin derives from; a user's own
-    class (``module:Class``) is ``own``."""
+    ``scaling``), or of the nearest library class a pack's twin derives from (or the one it
+    declares as ``_family``); else the pack that holds it (``kull2019``), and ``own`` for a
+    user's class (``module:Class``) outside every family."""
     prefix = "calbench.calibrators."
     for klass in cls.__mro__:
+        declared = vars(klass).get("_family")
+        if declared:
+            return declared
         parts = klass.__module__.split(".")
         if klass.__module__.startswith(prefix) and len(parts) > 3 and parts[2] not in NOT_FAMILIES:
             return parts[2]
+    parts = cls.__module__.split(".")
+    if cls.__module__.startswith("calbench.papers.") and len(parts) > 2:
+        return parts[2]
     return "own"
 
 

@@ -1,5 +1,6 @@
 """Calibrators against worked examples, closed forms and peer implementations."""
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 from calbench.calibrators import CALIBRATORS, make_calibrator
+from calbench.calibrators.registry import imported_calibrator
 from calbench.errors import CalbenchError
 from calbench.simplex import log_softmax, probs_to_logits, softmax
+from tests.calibrators.own_calibrator import OWN_CALIBRATOR
 from tests.conftest import overconfident_logits
 from tests.papers.valk2022.test_reference_dec import SMALL_DEC
 from tests.papers.valk2022.test_reference_forest import SMALL_FOREST
@@ -509,16 +512,18 @@ def _instance(name, synthetic):
 #: slow suite; their reference tests stay quick.
 SLOW_CONTRACTS = {"keras_dir", "keras_ms", "keras_vs", "iop_full", "iop_diag", "dec"}
 
+#: Every registered calibrator, and a user's own named as ``module:Class``: the shared
+#: contract holds for both routes.
+CONTRACT_NAMES = [*sorted(CALIBRATORS), OWN_CALIBRATOR]
+
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACTS else n
-        for n in sorted(CALIBRATORS)
-    ],
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACTS else n for n in CONTRACT_NAMES],
 )
 def test_contract(name, synthetic, rng):
-    """Every registered calibrator: simplex rows, clone, idempotent refit, extreme logits."""
+    """Every registered calibrator and a user's own (``module:Class``): simplex rows, clone,
+    idempotent refit, extreme logits."""
     x, y = synthetic.logits_cal[:1500], synthetic.y_cal[:1500]
     cal = _instance(name, synthetic)
     first = cal.fit(x, y).predict_proba(synthetic.logits_test[:2000])
@@ -532,6 +537,26 @@ def test_contract(name, synthetic, rng):
     if name != "true_map":
         p = cal.predict_proba(extreme)
         assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACTS else n for n in CONTRACT_NAMES],
+)
+def test_parameters_are_unchanged_by_fit(name, synthetic):
+    """scikit-learn's ``check_estimators_overwrite_params`` on scores calbench accepts (its
+    own data have fewer columns than labels): ``fit`` leaves every constructor parameter as
+    given (by joblib's hash, as scikit-learn compares them); what it learns or resolves goes
+    in attributes ending in ``_``."""
+    import joblib
+
+    cal = _instance(name, synthetic)
+    before = {k: joblib.hash(v) for k, v in cal.get_params(deep=False).items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal.fit(synthetic.logits_cal[:600], synthetic.y_cal[:600])
+    after = {k: joblib.hash(v) for k, v in cal.get_params(deep=False).items()}
+    assert [k for k in before if before[k] != after.get(k)] == []
 
 
 @pytest.mark.parametrize("name", ["ts", "dir_l2", "dir_odir"])
@@ -591,7 +616,7 @@ def test_fit_rejects_bad_input():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    name=st.sampled_from(sorted(set(CALIBRATORS) - {"true_map"})),
+    name=st.sampled_from([n for n in CONTRACT_NAMES if n != "true_map"]),
     scale=st.floats(0.01, 300),
     seed=st.integers(0, 2**16),
 )
@@ -629,7 +654,7 @@ def _bad_values(rule):
     return bad
 
 
-@pytest.mark.parametrize("name", sorted(CALIBRATORS))
+@pytest.mark.parametrize("name", CONTRACT_NAMES)
 def test_every_constrained_parameter_rejects_bad_values_before_fitting(name):
     from calbench.calibrators.constraints import CONSTRAINTS
 
@@ -675,7 +700,7 @@ def test_a_users_own_calibrator_by_import_path(tmp_path, monkeypatch):
 RUN_INPUTS = {"criterion", "device", "true_map", "warm_start"}
 
 
-@pytest.mark.parametrize("name", sorted(set(CALIBRATORS)))
+@pytest.mark.parametrize("name", CONTRACT_NAMES)
 def test_run_inputs_are_declared_and_are_parameters(name):
     calibrator = make_calibrator(name)
     params = set(calibrator.get_params(deep=False))
@@ -690,7 +715,10 @@ def test_a_composition_hands_run_inputs_to_its_steps():
     assert chain.run_input_keys("warm_start") == ["first__warm_start"]
 
 
-@pytest.mark.parametrize("cls", sorted({c for c, _ in CALIBRATORS.values()}, key=str))
+@pytest.mark.parametrize(
+    "cls",
+    sorted({c for c, _ in CALIBRATORS.values()} | {imported_calibrator(OWN_CALIBRATOR)}, key=str),
+)
 def test_every_calibrator_documents_its_parameters(cls):
     """Numpydoc: a Parameters section naming every constructor argument ("None" where
     there are none)."""
@@ -712,7 +740,7 @@ def test_every_calibrator_documents_its_parameters(cls):
         assert section.strip().startswith("None"), cls.__name__
 
 
-@pytest.mark.parametrize("name", sorted(CALIBRATORS))
+@pytest.mark.parametrize("name", CONTRACT_NAMES)
 def test_every_string_option_is_declared_with_the_class(name):
     """A calibrator's string options are declared as constraints (checked once, by the
     base class, before any fit), not checked by hand inside ``_fit``. Not options: the

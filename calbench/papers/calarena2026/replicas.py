@@ -132,6 +132,8 @@ class Float32MatrixScaling(Calibrator):
     None
     """
 
+    _family = "matrix"  # its family in `calbench list methods`
+
     input_kind = "probabilities"
 
     def _fit(self, logits, y):
@@ -237,6 +239,8 @@ class Float32StructuredMatrixScaling(Calibrator):
     ----------
     None
     """
+
+    _family = "matrix"  # its family in `calbench list methods`
 
     input_kind = "probabilities"
 

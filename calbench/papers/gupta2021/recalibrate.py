@@ -48,8 +48,16 @@ def reference_interpolation(scores, sorted_scores, calibrated) -> np.ndarray:
 
 class RecalibratePySpline(SplineCalibrator):
     """Gupta et al.'s spline recalibration as their recalibrate.py computes it (see the
-    module); parameters as `SplineCalibrator`'s, where ``seed=None`` keeps the tied scores
-    in numpy 1.x's order."""
+    module).
+
+    Parameters
+    ----------
+    n_knots, ranks, within_top, pseudo_count : as `SplineCalibrator`'s
+    seed : int or None
+        The order of tied calibration scores: None, the order recalibrate.py's
+        ``scores.argsort()`` gave them under the numpy 1.x of 2020 (`calbench.numpy1_order`);
+        an int draws a random order from it, to see how far the order alone moves the fit.
+    """
 
     _float32_sums = True
     _renormalise = False
