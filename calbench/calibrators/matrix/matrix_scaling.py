@@ -104,7 +104,7 @@ class MatrixScaling(MatrixPenalties, ParametricCalibrator):
     warm_start : bool
         Start a refit from the previous solution (inner CV walks a grid so).
     solver : {"auto", "newton", "lbfgs"}
-        "auto": Newton's method (`calbench.calibrators.newton`) for the log-loss with at
+        "auto": Newton's method (`calbench.calibrators.solvers.newton`) for the log-loss with at
         most 36 classes, where the Hessian is small and L-BFGS can stall on badly scaled
         inputs; L-BFGS otherwise.
     start : {"auto", "diagonal", "temperature", "identity"}
@@ -129,7 +129,7 @@ class MatrixScaling(MatrixPenalties, ParametricCalibrator):
         `TemperatureScaling`; Newton fits (at most 36 classes) stay on the CPU.
     preconditioner : {"blocks", "rows"}
         How L-BFGS beyond Newton's class limit is preconditioned
-        (`calbench.calibrators.preconditioned`): ``"rows"`` models each class row's block
+        (`calbench.calibrators.solvers.preconditioned`): ``"rows"`` models each class row's block
         of the Hessian as its diagonal plus one direction throughout; ``"blocks"`` (the
         default) takes the exact blocks from the second round of 200 steps on, where
         affordable (up to about 170 classes at 5,000 rows), which a weak penalty on

@@ -195,7 +195,7 @@ class StructuredScaling(ParametricCalibrator):
     def _fit_matrix_by_scaledlbfgs(self, x, y):
         """SMS beyond `NEWTON_MAX_CLASSES` classes: L-BFGS on ``[W - I | b]`` from the
         diagonal minimum (`newton_vector`), in preconditioned coordinates
-        (`calbench.calibrators.preconditioned`). The ridge on the k(k-1) off-diagonal
+        (`calbench.calibrators.solvers.preconditioned`). The ridge on the k(k-1) off-diagonal
         weights is far stiffer than the data's pull on the diagonal, and the features
         (log-probabilities) of one row move together: plain L-BFGS needs 85 steps on
         netcal's DenseNet-BC-100 CIFAR-100 (2.7 s), scaled by the Hessian's diagonal 31

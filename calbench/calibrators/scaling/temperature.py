@@ -132,7 +132,7 @@ class VectorScaling(TemperatureScaling):
         + """    preconditioner : {"blocks", "none"}
         L-BFGS's coordinates for the log-loss on the CPU beyond Newton's class limit:
         ``"blocks"`` (the default) makes each class's 2 x 2 block of the Hessian the
-        identity (`calbench.calibrators.preconditioned.ClassPairPreconditioner`; 20,000
+        identity (`calbench.calibrators.solvers.preconditioners.ClassPairPreconditioner`; 20,000
         rows of 1,000 classes: 105 steps against 310); ``"none"`` fits the scales and
         intercepts themselves. Both reach the same minimum; the stored cells differ.
 """

@@ -15,7 +15,7 @@ FLOAT32_PRODUCTS = 5e9
 
 
 def warn_unconverged(model, fit) -> None:
-    """One warning where a preconditioned fit (`calbench.calibrators.preconditioned`) ran
+    """One warning where a preconditioned fit (`calbench.calibrators.solvers.preconditioned`) ran
     out of steps, naming how far from converged it stopped."""
     if not fit.converged:
         model.unconverged(

@@ -137,7 +137,7 @@ def fit_multinomial(
     blocks=True,
 ) -> MultinomialFit:
     """Minimise ``mean -ln softmax(offset + [x | 1] A^T)[y] + sum(ridge * (A - center)^2)
-    (+ the row-sum pull, `calbench.calibrators.newton.row_pull_terms`)`` over ``A`` of
+    (+ the row-sum pull, `calbench.calibrators.solvers.newton.row_pull_terms`)`` over ``A`` of
     shape (k, k + 1) by L-BFGS from ``a0``, in `RowPreconditioner`'s coordinates at
     ``a0``, rebuilt every `REFRESH_STEPS` steps at the point reached (with ``blocks``, as
     `BlockPreconditioner` where `block_affordable`). ``x``: float64

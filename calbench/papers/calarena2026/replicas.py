@@ -230,7 +230,7 @@ class Float32StructuredMatrixScaling(Calibrator):
     ``bfgs`` solver), in its float32 arithmetic: the inverse temperature by 30 bisection
     steps of the log-loss's derivative on ``ln u`` in [-16, 16], the scaled probabilities
     mixed with the uniform at 1 / (n + 1), then ``softmax(x + x M^T + b)`` on their float32
-    logs with the ridge penalties of `calbench.calibrators.structured` (paper defaults),
+    logs with the ridge penalties of `calbench.calibrators.matrix.structured` (paper defaults),
     fitted by torchmin's BFGS (L-BFGS beyond 1000 parameters) from ``M = 0, b = 0``, in
     `calbench.calibrators.pinned_arithmetic`'s float32 arithmetic. calbench's ``sms``
     minimises the same objective in float64 to a tighter tolerance.

@@ -3,7 +3,7 @@
 ``calibrate_preds_with_weighting_cv`` with ``k_closest_uniform`` over ``kl`` or
 ``minkowski_dist``; settings from ``train_and_save_calibrators.py``).
 
-What differs from calbench's ``knn_kl`` / ``knn_euc`` (`calbench.calibrators.neighbourhood`),
+What differs from calbench's ``knn_kl`` / ``knn_euc`` (`calbench.calibrators.neighbourhood.kernel`),
 which follow his thesis in float64:
 
 - **float32 distances.** On his float32 probabilities (`reference_valk`), elementwise as his
