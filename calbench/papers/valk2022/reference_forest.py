@@ -2,8 +2,8 @@
 rows (msc-knn-cal ``helpers/calibration_trees.py``, ``calibrate_preds_with_random_forest_cv``
 with ``RandomSplitCalibrationForest``; settings from ``train_and_save_calibrators.py``).
 
-What differs from calbench's ``forest`` (`calbench.calibrators.neighbourhood.forest`), which follows his
-thesis' description:
+What differs from calbench's ``forest`` (`calbench.calibrators.neighbourhood.forest`), which
+follows his thesis' description:
 
 - **Draws.** numpy's legacy global generator, seeded with ``seed`` at every forest fit
   (his ``np.random.seed(0)``). The trees are grown depth-first, a node's left subtree
