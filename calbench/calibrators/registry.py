@@ -32,13 +32,18 @@ from calbench.packs import PackRegistry
 NOT_FAMILIES = ("solvers",)
 
 
+def _import_failed(name: str):
+    raise CalbenchError(f"calibrator family {name} failed to import") from sys.exc_info()[1]
+
+
 def family_modules(package: str = "calbench.calibrators") -> list[str]:
     """The modules of every family subpackage of ``package`` (its subpackages but
     `NOT_FAMILIES`), by name, in the order `pkgutil` walks them (sorted by name)."""
     prefix = package + "."
     path = sys.modules[package].__path__
     found = []
-    for info in pkgutil.walk_packages(path, prefix):
+    # A family whose package fails to import is an error, not a family silently left out.
+    for info in pkgutil.walk_packages(path, prefix, onerror=_import_failed):
         family = info.name[len(prefix) :].split(".")[0]
         if info.name.count(".") > prefix.count(".") and family not in NOT_FAMILIES:
             found.append(info.name)
