@@ -169,8 +169,8 @@ def inner_search(device, zc, yc, optimiser="calbench", profile=False) -> None:
     import cProfile
     import pstats
 
-    from calbench.calibrators import preconditioned
-    from calbench.calibrators.matrix import MatrixScaling
+    from calbench.calibrators.matrix.matrix_scaling import MatrixScaling
+    from calbench.calibrators.solvers import preconditioned
 
     fits = []
     plain, rounds = MatrixScaling._fit, preconditioned._device_rounds
@@ -215,7 +215,7 @@ def _torch_lbfgs_rounds(in_weights, tol):
     own L-BFGS, with the same rules (it reads the device about 48 times a step)."""
     import torch
 
-    from calbench.calibrators.preconditioned import DEVICE_ROUND_TOL
+    from calbench.calibrators.solvers.preconditioned import DEVICE_ROUND_TOL
 
     def minimise(coordinates, a, value, budget):
         shape = a.shape

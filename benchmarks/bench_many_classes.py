@@ -14,7 +14,7 @@ A row's ``classes_without_label`` counts the classes no calibration row is label
 where it is not 0, vector scaling's unpenalised log-loss has no minimum (calbench warns
 before the fit), and its time is its stopping rule's. ``--classes 2000 --rows 50000
 --methods vs,sms`` times it beyond Newton's class limit where a minimum exists, and SMS at
-the largest map calbench fits (`~calbench.calibrators.matrix.MATRIX_MAX_CLASSES`).
+the largest map calbench fits (`~calbench.calibrators.solvers.memory.MATRIX_MAX_CLASSES`).
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ GRID = {
 
 def search(name, method, x, y, preconditioner) -> dict:
     """The inner-CV search of ``method`` on (x, y), each fit traced."""
-    from calbench.calibrators.matrix import MatrixScaling
+    from calbench.calibrators.matrix.matrix_scaling import MatrixScaling
     from calbench.runner.selection import select_and_fit
 
     fits = []

@@ -19,7 +19,7 @@ import numpy as np
 
 
 def held_out_log_loss(fit, logits_test, y_test) -> float:
-    from calbench.calibrators.calarena import calarena_log_probabilities
+    from calbench.calibrators.float32 import calarena_log_probabilities
     from calbench.simplex import softmax
 
     matrix, bias, _ = fit

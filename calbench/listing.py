@@ -9,7 +9,7 @@ import inspect
 import re
 
 from calbench.calibrators.methods import method_configs
-from calbench.calibrators.registry import CALIBRATORS
+from calbench.calibrators.registry import CALIBRATORS, family, imported_calibrator
 from calbench.conf_files import group_files
 from calbench.errors import unknown_name
 from calbench.metrics import METRICS
@@ -42,17 +42,26 @@ def _leading_comment(entry) -> str:
     return _first_sentence(" ".join(lines))
 
 
+def _calibrator_class(calibrator: str):
+    """The class a method's ``calibrator`` names: registered, or a user's ``module:Class``
+    (imported as a run imports it); None for a composition."""
+    if calibrator == "compose":
+        return None
+    if ":" in calibrator:
+        return imported_calibrator(calibrator)
+    return CALIBRATORS[calibrator][0]
+
+
 def _methods() -> list[dict]:
     files = group_files("method")
     out = []
     for name, config in method_configs().items():
         calibrator = config["calibrator"]
-        cls = CALIBRATORS[calibrator][0] if calibrator in CALIBRATORS else None
-        family = "composition" if calibrator == "compose" else cls.__module__.split(".")[-1]
+        cls = _calibrator_class(calibrator)
         out.append(
             {
                 "name": name,
-                "family": family,
+                "family": "composition" if cls is None else family(cls),
                 "calibrator": calibrator,
                 "input": "logits" if cls is None else cls.input_kind,
                 "searched": ", ".join(config.get("grid") or {}) or "-",

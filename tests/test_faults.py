@@ -253,7 +253,7 @@ def test_a_moved_file_keeps_its_cells(tmp_path):
 CALIBRATORS = """
 import os, signal
 import numpy as np
-from calbench.calibrators.scaling import TemperatureScaling
+from calbench.calibrators.scaling.temperature import TemperatureScaling
 
 
 class Raises(TemperatureScaling):

@@ -2,8 +2,9 @@
 
 A name is a method of ``conf/method`` (what ``calbench run method=NAME`` runs: the variant's
 fixed parameters; ``method(NAME)`` gives its grid too) or else a registered calibrator
-(`calbench.calibrators.registry`). A new method is one class, one entry in the registry, one
-YAML file under ``conf/method`` and one test.
+(`calbench.calibrators.registry`). A new method is three edits: its class with its
+``REGISTERED`` entry in its family's module (``calibrators/<family>/``), one YAML file under
+``conf/method`` and one test.
 """
 
 from __future__ import annotations

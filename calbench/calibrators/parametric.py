@@ -14,23 +14,17 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.threads import blas_threads
+from calbench.calibrators.solvers.lbfgs import accelerator, lbfgs, threads_for
 from calbench.criteria import get_criterion
-from calbench.device import resolve_device, to_device
+from calbench.device import to_device
 from calbench.lazy import LazyModule
 from calbench.simplex import log_softmax, softmax
 
 torch = LazyModule("torch")
 F = LazyModule("torch.nn.functional")
-
-# Matrix products per iteration (n * k * k) above which BLAS may use every thread.
-_MULTITHREAD_FLOPS = 1e9
-# Matrix-scaling fits with n * k * k at least this compute their products in float32.
-FLOAT32_PRODUCTS = 5e9
 
 
 #: The Parameters section of the one-temperature and per-class scaling maps.
@@ -53,18 +47,6 @@ SCALING_PARAMETERS = """
         log-loss and its gradient; results come back float64 and equal the CPU fit's to the
         optimiser's tolerance. Without a GPU: the CPU, with one warning.
 """
-
-
-def warn_unconverged(model, fit) -> None:
-    """One warning where a preconditioned fit (`calbench.calibrators.preconditioned`) ran
-    out of steps, naming how far from converged it stopped."""
-    if not fit.converged:
-        model.unconverged(
-            f"{type(model).__name__}: L-BFGS stopped before converging after "
-            f"{fit.n_iter} iterations (largest gradient entry {fit.gradient_max:.1e}); "
-            "raise max_iter or check the data.",
-            stacklevel=6,
-        )
 
 
 def warn_if_no_minimum(model, y, n_classes, unpenalised=True):
@@ -94,32 +76,6 @@ def warn_if_no_minimum(model, y, n_classes, unpenalised=True):
 def exp_any(a):
     """exp of a numpy array or a torch tensor (the maps' forward passes serve both)."""
     return np.exp(a) if isinstance(a, np.ndarray | float) else a.exp()
-
-
-def accelerator(name):
-    """The torch device for ``name`` where it is a GPU, else None (the numpy path)."""
-    if name is None or name == "cpu":
-        return None
-    device = resolve_device(name)
-    return None if device.type == "cpu" else device
-
-
-def threads_for(flops: float):
-    """One BLAS thread for small problems (see `ParametricCalibrator._fit`), else all."""
-    return blas_threads(1 if flops < _MULTITHREAD_FLOPS else None)
-
-
-#: The corrections `lbfgs` keeps, and the workspace scipy's L-BFGS-B allocates for them at
-#: the start, in copies of the parameters (2 m + 5; at 10,000 classes a full map's 36 GB).
-LBFGS_CORRECTIONS = 20
-LBFGS_COPIES = 2 * LBFGS_CORRECTIONS + 5
-
-
-def lbfgs(objective, theta0, *, max_iter, tol, ftol):
-    """scipy's L-BFGS-B on ``objective(theta) -> (value, gradient)``, as every map here runs
-    it: `LBFGS_CORRECTIONS` kept, stopping at gradient ``tol`` or relative decrease ``ftol``."""
-    options = {"maxiter": max_iter, "maxcor": LBFGS_CORRECTIONS, "gtol": tol, "ftol": ftol}
-    return minimize(objective, theta0, jac=True, method="L-BFGS-B", options=options)
 
 
 class ParametricCalibrator(Calibrator):
@@ -279,21 +235,3 @@ class ParametricCalibrator(Calibrator):
             n: torch.as_tensor(v, dtype=torch.float64, device=device) for n, v in params.items()
         }
         return torch.softmax(self._forward(tensors, features), dim=1).cpu().numpy()
-
-
-#: The maps that lived here before the family split (2026-11), for old imports.
-_MOVED = {
-    "TemperatureScaling": "scaling",
-    "BiasCorrectedTemperatureScaling": "scaling",
-    "VectorScaling": "scaling",
-    "MatrixScaling": "matrix",
-    "DirichletCalibrator": "matrix",
-}
-
-
-def __getattr__(name):
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f"calbench.calibrators.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

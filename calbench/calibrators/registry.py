@@ -3,6 +3,13 @@
 (``compose``) and a user's own class (``module:Class``). Method variants (``conf/method``)
 build on these names (`calbench.calibrators.methods`).
 
+Registration is found by looking: each family module under ``calbench/calibrators/<family>/``
+declares the names it registers beside its classes, a module-level ``REGISTERED`` dict
+(name -> (class, fixed parameters)), and `library_calibrators` walks the package for them,
+so a new calibrator is its class (with its ``REGISTERED`` entry), a YAML file under
+``conf/method`` and a test; this file is not edited. Two modules registering one name is an
+error naming both.
+
 `LIBRARY_CALIBRATORS` are calbench's own methods; the papers' procedure twins are registered
 by their paper packs (`calbench.packs`: each pack's ``CALIBRATORS``), and `CALIBRATORS` is
 the two together, the packs loaded on first use, so a pack is never imported by name."""
@@ -12,100 +19,78 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import pkgutil
 import sys
 from collections.abc import Mapping
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.binary import (
-    BetaCalibrator,
-    HistogramBinning,
-    IsotonicCalibrator,
-    SmoothedBinning,
-)
-from calbench.calibrators.calarena import (
-    BoostedCalibrator,
-    CenteredIsotonic,
-    DirichletKernel,
-    LucenaSpline,
-    NetcalBBQ,
-    NetcalENIR,
-    PriorFallbackBinning,
-)
 from calbench.calibrators.composition import Composition
-from calbench.calibrators.decision_calibration import DecisionCalibrator
-from calbench.calibrators.forest import RandomCalibrationForest
-from calbench.calibrators.hoki import HokiCalibrator
-from calbench.calibrators.logit_scaling import LogitScaling, ScalingBinning
-from calbench.calibrators.matrix import DirichletCalibrator, MatrixScaling
-from calbench.calibrators.mix_n_match import (
-    EnsembleTemperatureScaling,
-    MulticlassIsotonicRegression,
-)
-from calbench.calibrators.neighbourhood import KernelCalibrator, KNNCalibrator
-from calbench.calibrators.order_preserving import OrderPreservingCalibrator
-from calbench.calibrators.scaling import (
-    BiasCorrectedTemperatureScaling,
-    TemperatureScaling,
-    VectorScaling,
-)
-from calbench.calibrators.simple import TrueMapCalibrator, Uncalibrated
-from calbench.calibrators.spline import CDFSpline, SplineCalibrator
-from calbench.calibrators.structured import StructuredScaling
-from calbench.calibrators.top_versus_all import TopVersusAll
-from calbench.calibrators.venn_abers import VennAbersCalibrator
 from calbench.errors import CalbenchError, unknown_name
 from calbench.packs import PackRegistry
 
-LIBRARY_CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = {
-    "uncal": (Uncalibrated, {}),
-    "ts": (TemperatureScaling, {}),
-    "bcts": (BiasCorrectedTemperatureScaling, {}),
-    "vs": (VectorScaling, {}),
-    "ms_odir": (MatrixScaling, {"regularization": "odir"}),
-    "sms": (StructuredScaling, {"structure": "matrix"}),
-    "svs": (StructuredScaling, {"structure": "vector"}),
-    "dir": (DirichletCalibrator, {"regularization": "none"}),
-    "dir_l2": (DirichletCalibrator, {"regularization": "l2"}),
-    "dir_odir": (DirichletCalibrator, {"regularization": "odir"}),
-    "knn_kl": (KNNCalibrator, {"metric": "kl"}),
-    "knn_euc": (KNNCalibrator, {"metric": "euclidean"}),
-    "kernel_rbf": (KernelCalibrator, {"kernel": "rbf"}),
-    "kernel_dir": (KernelCalibrator, {"kernel": "dirichlet"}),
-    "forest": (RandomCalibrationForest, {}),
-    "histbin_width": (HistogramBinning, {"binning": "equal_width"}),
-    "histbin_freq": (HistogramBinning, {"binning": "equal_size"}),
-    "binning_width_smoothed": (SmoothedBinning, {"strategy": "uniform"}),
-    "binning_freq_smoothed": (SmoothedBinning, {"strategy": "quantile"}),
-    "isotonic": (IsotonicCalibrator, {}),
-    "beta": (BetaCalibrator, {}),
-    "ets": (EnsembleTemperatureScaling, {}),
-    "spline": (SplineCalibrator, {}),
-    "hoki": (HokiCalibrator, {}),
-    "irm": (MulticlassIsotonicRegression, {}),
-    "dec": (DecisionCalibrator, {}),
-    "iop_full": (OrderPreservingCalibrator, {"family": "full"}),
-    "iop_diag": (OrderPreservingCalibrator, {"family": "diagonal"}),
-    "tva": (TopVersusAll, {}),
-    "venn_abers": (VennAbersCalibrator, {}),
-    "true_map": (TrueMapCalibrator, {}),
-    # CalArena's methods (probkit/CalArena, probmetrics 1.3), `calbench.calibrators.calarena`.
-    "histbin_prior": (PriorFallbackBinning, {}),
-    "cir": (CenteredIsotonic, {}),
-    "kernel_nw": (DirichletKernel, {}),
-    "xgboost": (BoostedCalibrator, {"library": "xgboost"}),
-    "lightgbm": (BoostedCalibrator, {"library": "lightgbm"}),
-    "catboost": (BoostedCalibrator, {"library": "catboost"}),
-    "spline_lucena": (LucenaSpline, {}),
-    "bbq": (NetcalBBQ, {}),
-    # CalArena's binary logistic maps (one-vs-rest beyond two classes).
-    "platt_logits": (LogitScaling, {"features": "affine"}),
-    "platt_probs": (LogitScaling, {"features": "affine_probability"}),
-    "quadratic": (LogitScaling, {"features": "quadratic"}),
-    "scaling_binning": (ScalingBinning, {}),
-    "cdf_spline": (CDFSpline, {}),
-    "cdf_spline_calarena": (CDFSpline, {"reference_code": True}),
-    "enir": (NetcalENIR, {}),
-}
+#: The packages under ``calbench/calibrators/`` that hold no calibrator: the solvers.
+NOT_FAMILIES = ("solvers",)
+
+
+def _import_failed(name: str):
+    raise CalbenchError(f"calibrator family {name} failed to import") from sys.exc_info()[1]
+
+
+def family_modules(package: str = "calbench.calibrators") -> list[str]:
+    """The modules of every family subpackage of ``package`` (its subpackages but
+    `NOT_FAMILIES`), by name, in the order `pkgutil` walks them (sorted by name)."""
+    prefix = package + "."
+    path = sys.modules[package].__path__
+    found = []
+    # A family whose package fails to import is an error, not a family silently left out.
+    for info in pkgutil.walk_packages(path, prefix, onerror=_import_failed):
+        family = info.name[len(prefix) :].split(".")[0]
+        if info.name.count(".") > prefix.count(".") and family not in NOT_FAMILIES:
+            found.append(info.name)
+    return found
+
+
+def library_calibrators(
+    package: str = "calbench.calibrators",
+) -> dict[str, tuple[type[Calibrator], dict]]:
+    """Every family module's ``REGISTERED`` entries, merged: name -> (class, fixed
+    parameters). A name two modules register is an error naming both."""
+    merged: dict[str, tuple[type[Calibrator], dict]] = {}
+    owner: dict[str, str] = {}
+    for name in family_modules(package):
+        registered = getattr(importlib.import_module(name), "REGISTERED", None) or {}
+        for key, entry in registered.items():
+            if key in owner:
+                raise CalbenchError(
+                    f"calibrator name {key!r} is registered twice: by {owner[key]} and by "
+                    f"{name}; rename one of them."
+                )
+            owner[key] = name
+            merged[key] = entry
+    return merged
+
+
+def family(cls: type) -> str:
+    """A calibrator class's family, as ``calbench list methods`` shows it: the family
+    subpackage of calbench's own class (``calbench.calibrators.scaling.temperature`` ->
+    ``scaling``), or of the nearest library class a pack's twin derives from (or the one it
+    declares as ``_family``); else the pack that holds it (``kull2019``), and ``own`` for a
+    user's class (``module:Class``) outside every family."""
+    prefix = "calbench.calibrators."
+    for klass in cls.__mro__:
+        declared = vars(klass).get("_family")
+        if declared:
+            return declared
+        parts = klass.__module__.split(".")
+        if klass.__module__.startswith(prefix) and len(parts) > 3 and parts[2] not in NOT_FAMILIES:
+            return parts[2]
+    parts = cls.__module__.split(".")
+    if cls.__module__.startswith("calbench.papers.") and len(parts) > 2:
+        return parts[2]
+    return "own"
+
+
+LIBRARY_CALIBRATORS: dict[str, tuple[type[Calibrator], dict]] = library_calibrators()
 
 
 CALIBRATORS: Mapping[str, tuple[type[Calibrator], dict]] = PackRegistry(
@@ -113,7 +98,7 @@ CALIBRATORS: Mapping[str, tuple[type[Calibrator], dict]] = PackRegistry(
 )
 
 
-def _imported(path: str) -> type[Calibrator]:
+def imported_calibrator(path: str) -> type[Calibrator]:
     """A user's own calibrator, ``module:Class`` (the module importable from the working
     directory, as ``python -m`` would find it): a `Calibrator` subclass, so it runs under
     every protocol, metric and table like the registered ones."""
@@ -157,7 +142,7 @@ def registered_calibrator(name: str, **params) -> Calibrator:
                 raise
             raise CalbenchError(f"compose: {exc}") from None
     if ":" in name:
-        cls, fixed = _imported(name), {}
+        cls, fixed = imported_calibrator(name), {}
     elif name not in CALIBRATORS:
         raise unknown_name("calibrator", name, CALIBRATORS, " Or your own class as module:Class.")
     else:

@@ -10,13 +10,15 @@ from calbench.calibrators.methods import method_configs
 from calbench.data import load_dataset
 from calbench.metrics.scoring import wrong_certainties
 from calbench.simplex import probs_to_logits
+from tests.calibrators.own_calibrator import OWN_CALIBRATOR
 from tests.papers.valk2022.test_reference_dec import SMALL_DEC
 from tests.papers.valk2022.test_reference_forest import SMALL_FOREST
 from tests.papers.valk2022.test_reference_iop import SMALL_IOP
 from tests.papers.valk2022.test_reference_knn import SMALL_KNN
 
-#: Methods that run on any data set (tuned ones only where their authors tuned them).
-UNTUNED = sorted(n for n, m in method_configs().items() if not m.get("tuned"))
+#: Methods that run on any data set (tuned ones only where their authors tuned them), and a
+#: user's own calibrator (``module:Class``).
+UNTUNED = [*sorted(n for n, m in method_configs().items() if not m.get("tuned")), OWN_CALIBRATOR]
 
 
 #: The papers' procedures as their authors' code runs them take minutes by default

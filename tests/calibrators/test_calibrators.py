@@ -1,5 +1,6 @@
 """Calibrators against worked examples, closed forms and peer implementations."""
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 from calbench.calibrators import CALIBRATORS, make_calibrator
+from calbench.calibrators.registry import imported_calibrator
 from calbench.errors import CalbenchError
 from calbench.simplex import log_softmax, probs_to_logits, softmax
+from tests.calibrators.own_calibrator import OWN_CALIBRATOR
 from tests.conftest import overconfident_logits
 from tests.papers.valk2022.test_reference_dec import SMALL_DEC
 from tests.papers.valk2022.test_reference_forest import SMALL_FOREST
@@ -57,7 +60,7 @@ def test_temperature_fast_path_is_the_generic_fit(rng, monkeypatch):
     """At 100 classes TS evaluates its one-parameter log-loss and slope in torch; the
     generic chain rule (numpy, the (n, k) gradient) fits the same temperature, and a
     written-out slope agrees with its derivative."""
-    from calbench.calibrators import scaling
+    from calbench.calibrators.scaling import temperature as scaling
 
     z, y = overconfident_logits(rng, 3000, 100)
     assert z.size >= scaling.TORCH_MIN_ENTRIES
@@ -179,9 +182,9 @@ def test_every_lbfgs_start_reaches_the_minimum_the_identity_start_reaches(
 
 
 def test_the_diagonal_start_is_the_minimum_over_diagonal_maps(rng):
-    """`_diagonal_minimum` against the plain numpy objective of Kull sec. 3 with W held
+    """`diagonal_minimum` against the plain numpy objective of Kull sec. 3 with W held
     diagonal, minimised by BFGS from finite differences."""
-    from calbench.calibrators.matrix import _diagonal_minimum
+    from calbench.calibrators.solvers.diagonal import diagonal_minimum
 
     k, lam, mu = 4, 3.0, 0.5
     z, y = overconfident_logits(rng, 500, k)
@@ -189,7 +192,7 @@ def test_the_diagonal_start_is_the_minimum_over_diagonal_maps(rng):
     cal._resolve_strengths(*z.shape)
     cal.reg_diagonal_ = 0.0
     terms = (cal._penalty_weights(k), np.zeros((k, k + 1)), (0.0, 0.0))
-    d, b = _diagonal_minimum(z, y, 2.0, terms, tol=1e-9, max_iter=500)
+    d, b = diagonal_minimum(z, y, 2.0, terms, tol=1e-9, max_iter=500)
 
     def restricted(theta):
         return _odir_objective(
@@ -204,7 +207,7 @@ def test_the_diagonal_start_is_the_minimum_over_diagonal_maps(rng):
 
 
 def test_auto_starts_at_the_diagonal_only_where_the_penalty_pins_the_rest(rng):
-    from calbench.calibrators.matrix import DIAGONAL_START_RATIO, _diagonal_dominates
+    from calbench.calibrators.solvers.diagonal import DIAGONAL_START_RATIO, diagonal_dominates
 
     z, _ = _many_classes(rng, 400, 40)
     weights = np.zeros((40, 41))
@@ -212,8 +215,8 @@ def test_auto_starts_at_the_diagonal_only_where_the_penalty_pins_the_rest(rng):
     curvature = np.mean((p * (1 - p)).sum(axis=1) * (z**2).sum(axis=1)) / 40**2
     for factor, pinned in [(0.5, False), (2.0, True)]:
         weights[:, :40] = factor * DIAGONAL_START_RATIO * curvature
-        assert _diagonal_dominates(z, z, 1.0, weights) is pinned
-    assert not _diagonal_dominates(z, z, 1.0, np.zeros((40, 41)))
+        assert diagonal_dominates(z, z, 1.0, weights) is pinned
+    assert not diagonal_dominates(z, z, 1.0, np.zeros((40, 41)))
 
 
 @pytest.mark.parametrize(
@@ -306,7 +309,7 @@ def test_the_default_diagonal_is_free_where_classes_differ(rng):
 def test_diagonal_scores_are_the_held_out_loss_of_the_diagonal_map(rng):
     """Each score: the diagonal map ``softmax(z * d + b)`` minimising the written-out
     objective on the seeded 80% (BFGS from finite differences), scored on the other 20%."""
-    from calbench.calibrators.matrix import DIAGONAL_HOLDOUT, DIAGONAL_STRENGTHS
+    from calbench.calibrators.solvers.diagonal import DIAGONAL_HOLDOUT, DIAGONAL_STRENGTHS
 
     k, n = 5, 400
     z, y = _shared_or_own_scales(rng, n, k, np.array([1.0, 1.5, 2.0, 2.5, 3.0]))
@@ -389,7 +392,8 @@ def test_given_strengths_leave_the_diagonal_free_as_kull(rng):
 
 
 def test_float32_products_of_large_matrix_fits_move_no_printed_digit(rng, monkeypatch):
-    from calbench.calibrators import matrix
+
+    from calbench.calibrators.matrix import matrix_scaling as matrix
 
     z, y = _many_classes(rng, 1500, 40)
     exact = make_calibrator("ms_odir").fit(z[:1000], y[:1000])
@@ -508,16 +512,18 @@ def _instance(name, synthetic):
 #: slow suite; their reference tests stay quick.
 SLOW_CONTRACTS = {"keras_dir", "keras_ms", "keras_vs", "iop_full", "iop_diag", "dec"}
 
+#: Every registered calibrator, and a user's own named as ``module:Class``: the shared
+#: contract holds for both routes.
+CONTRACT_NAMES = [*sorted(CALIBRATORS), OWN_CALIBRATOR]
+
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACTS else n
-        for n in sorted(CALIBRATORS)
-    ],
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACTS else n for n in CONTRACT_NAMES],
 )
 def test_contract(name, synthetic, rng):
-    """Every registered calibrator: simplex rows, clone, idempotent refit, extreme logits."""
+    """Every registered calibrator and a user's own (``module:Class``): simplex rows, clone,
+    idempotent refit, extreme logits."""
     x, y = synthetic.logits_cal[:1500], synthetic.y_cal[:1500]
     cal = _instance(name, synthetic)
     first = cal.fit(x, y).predict_proba(synthetic.logits_test[:2000])
@@ -531,6 +537,26 @@ def test_contract(name, synthetic, rng):
     if name != "true_map":
         p = cal.predict_proba(extreme)
         assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACTS else n for n in CONTRACT_NAMES],
+)
+def test_parameters_are_unchanged_by_fit(name, synthetic):
+    """scikit-learn's ``check_estimators_overwrite_params`` on scores calbench accepts (its
+    own data have fewer columns than labels): ``fit`` leaves every constructor parameter as
+    given (by joblib's hash, as scikit-learn compares them); what it learns or resolves goes
+    in attributes ending in ``_``."""
+    import joblib
+
+    cal = _instance(name, synthetic)
+    before = {k: joblib.hash(v) for k, v in cal.get_params(deep=False).items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal.fit(synthetic.logits_cal[:600], synthetic.y_cal[:600])
+    after = {k: joblib.hash(v) for k, v in cal.get_params(deep=False).items()}
+    assert [k for k in before if before[k] != after.get(k)] == []
 
 
 @pytest.mark.parametrize("name", ["ts", "dir_l2", "dir_odir"])
@@ -590,7 +616,7 @@ def test_fit_rejects_bad_input():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    name=st.sampled_from(sorted(set(CALIBRATORS) - {"true_map"})),
+    name=st.sampled_from([n for n in CONTRACT_NAMES if n != "true_map"]),
     scale=st.floats(0.01, 300),
     seed=st.integers(0, 2**16),
 )
@@ -628,7 +654,7 @@ def _bad_values(rule):
     return bad
 
 
-@pytest.mark.parametrize("name", sorted(CALIBRATORS))
+@pytest.mark.parametrize("name", CONTRACT_NAMES)
 def test_every_constrained_parameter_rejects_bad_values_before_fitting(name):
     from calbench.calibrators.constraints import CONSTRAINTS
 
@@ -674,7 +700,7 @@ def test_a_users_own_calibrator_by_import_path(tmp_path, monkeypatch):
 RUN_INPUTS = {"criterion", "device", "true_map", "warm_start"}
 
 
-@pytest.mark.parametrize("name", sorted(set(CALIBRATORS)))
+@pytest.mark.parametrize("name", CONTRACT_NAMES)
 def test_run_inputs_are_declared_and_are_parameters(name):
     calibrator = make_calibrator(name)
     params = set(calibrator.get_params(deep=False))
@@ -689,7 +715,10 @@ def test_a_composition_hands_run_inputs_to_its_steps():
     assert chain.run_input_keys("warm_start") == ["first__warm_start"]
 
 
-@pytest.mark.parametrize("cls", sorted({c for c, _ in CALIBRATORS.values()}, key=str))
+@pytest.mark.parametrize(
+    "cls",
+    sorted({c for c, _ in CALIBRATORS.values()} | {imported_calibrator(OWN_CALIBRATOR)}, key=str),
+)
 def test_every_calibrator_documents_its_parameters(cls):
     """Numpydoc: a Parameters section naming every constructor argument ("None" where
     there are none)."""
@@ -711,7 +740,7 @@ def test_every_calibrator_documents_its_parameters(cls):
         assert section.strip().startswith("None"), cls.__name__
 
 
-@pytest.mark.parametrize("name", sorted(CALIBRATORS))
+@pytest.mark.parametrize("name", CONTRACT_NAMES)
 def test_every_string_option_is_declared_with_the_class(name):
     """A calibrator's string options are declared as constraints (checked once, by the
     base class, before any fit), not checked by hand inside ``_fit``. Not options: the
@@ -731,7 +760,7 @@ def test_every_string_option_is_declared_with_the_class(name):
 def test_vector_scaling_beyond_newtons_class_limit_reaches_newtons_minimum(rng, monkeypatch):
     """Above `NEWTON_VECTOR_MAX_CLASSES` (1,000: at 5,000 classes the 2k x 2k Hessian takes
     800 MB) vector scaling fits by L-BFGS, to the minimum Newton's method finds."""
-    import calbench.calibrators.scaling as scaling
+    import calbench.calibrators.scaling.temperature as scaling
 
     z, y = overconfident_logits(rng, 3000, 5, scale=1.5)
     newton = make_calibrator("vs", tol=1e-10).fit(z, y)
@@ -747,9 +776,10 @@ def test_a_full_matrix_map_beyond_its_class_limit_refuses_before_work(name, monk
     """At 5,000 classes a k x k map has 25M parameters (200 MB a copy) and a step costs
     n k^2, over the grid's many fits: refused with the maps that scale named, before any
     fitting. The workspace named is scipy's L-BFGS-B's, 2 m + 5 copies."""
-    from calbench.calibrators import matrix, scaling
+    from calbench.calibrators.scaling import temperature as scaling
+    from calbench.calibrators.solvers import memory
 
-    k = matrix.MATRIX_MAX_CLASSES + 1
+    k = memory.MATRIX_MAX_CLASSES + 1
 
     def no_fitting(*args, **kwargs):
         raise AssertionError("a fit began before the refusal")
@@ -769,11 +799,13 @@ def test_sms_is_bounded_by_the_memory_its_fit_needs_not_by_the_class_limit(rng, 
     steps, 166 s, 12.6 GB on 2 cores), so it is not held to the ODIR maps' class limit;
     where its fit would not fit in the memory available it is refused before any work (at
     10,000 classes scipy asked for 33.5 GiB after 153 s and failed), naming both sizes."""
-    from calbench.calibrators import matrix, scaling, structured
+    from calbench.calibrators.matrix import structured
+    from calbench.calibrators.scaling import temperature as scaling
+    from calbench.calibrators.solvers import memory
 
     n, k = 400, 40  # past Newton's 36 classes: the L-BFGS fit, as at 10,000
     z, y = overconfident_logits(rng, n, k, scale=1.5)
-    monkeypatch.setattr(matrix, "MATRIX_MAX_CLASSES", 38)
+    monkeypatch.setattr(memory, "MATRIX_MAX_CLASSES", 38)
     with pytest.raises(CalbenchError, match="fitted up to 38 classes"):
         make_calibrator("ms_odir").fit(z, y)
     fitted = make_calibrator("sms").fit(z, y)

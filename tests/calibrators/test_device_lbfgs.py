@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from calbench.calibrators import device_lbfgs
+from calbench.calibrators.solvers import device_lbfgs
 
 RULES = {"max_iter": 500, "max_eval": 700, "tolerance_grad": 1e-9, "tolerance_change": 1e-14}
 

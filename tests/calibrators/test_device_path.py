@@ -9,7 +9,7 @@ import torch
 
 from calbench.calibrators import make_calibrator
 from calbench.calibrators.parametric import ParametricCalibrator
-from calbench.calibrators.preconditioned import fit_multinomial
+from calbench.calibrators.solvers.preconditioned import fit_multinomial
 from calbench.device import reuse_transfers, to_device
 from calbench.metrics import log_loss
 from calbench.simplex import log_softmax, softmax
@@ -157,7 +157,7 @@ def test_on_a_gpu_the_full_matrix_maps_predict_as_on_the_cpu(rng, method, params
 def test_the_device_fit_with_exact_row_blocks_reaches_the_cpu_fits_minimum(monkeypatch, device):
     """A weak penalty on log-probabilities (60 classes): both fits go past a first round,
     so both build `BlockPreconditioner`s, and they meet at one minimum."""
-    from calbench.calibrators import preconditioned
+    from calbench.calibrators.solvers import preconditioners as preconditioned
     from tests.calibrators.test_preconditioned import _probability_data
 
     built = []

@@ -14,12 +14,15 @@ import pytest
 from sklearn.utils.estimator_checks import check_estimator
 
 from calbench.calibrators import CALIBRATORS, make_calibrator
+from tests.calibrators.own_calibrator import OWN_CALIBRATOR
 
 _SCORES_ARE_CLASSES = (
     "X is a score per class, so y must index X's columns; the check fits 2-column X with "
     "3 labels (or string labels)"
 )
 NOT_APPLICABLE = {
+    # Parameters unchanged by fit: checked on scores calbench accepts, for every
+    # calibrator, by test_calibrators.test_parameters_are_unchanged_by_fit.
     "check_estimators_overwrite_params": _SCORES_ARE_CLASSES,
     "check_estimators_fit_returns_self": _SCORES_ARE_CLASSES,
     "check_readonly_memmap_input": _SCORES_ARE_CLASSES,
@@ -90,7 +93,10 @@ def _instance(name):
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(CALIBRATORS)],
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+        for n in [*sorted(CALIBRATORS), OWN_CALIBRATOR]
+    ],
 )
 def test_scikit_learn_estimator_checks(name):
     with warnings.catch_warnings():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.hoki import _alpha_beta, draw_noise, unchanged_fraction
+from calbench.calibrators.hoki.transforms import _alpha_beta, draw_noise, unchanged_fraction
 from tests.conftest import overconfident_logits
 
 

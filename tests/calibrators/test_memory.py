@@ -1,6 +1,6 @@
 """The memory a fit may still allocate, read as Linux and container runtimes publish it."""
 
-from calbench.calibrators import memory
+from calbench.calibrators.solvers import memory
 
 
 def test_meminfo_gives_the_kernels_available_memory_in_bytes(tmp_path):

@@ -5,7 +5,7 @@ import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from calbench.calibrators import make_calibrator, registered_calibrator
-from calbench.calibrators.neighbourhood import crop
+from calbench.calibrators.neighbourhood.kernel import crop
 from calbench.errors import CalbenchError
 from calbench.simplex import probs_to_logits, softmax
 from tests.conftest import overconfident_logits
@@ -132,7 +132,7 @@ def test_cropping_invariants(rng):
 
 
 def test_chunking_does_not_change_results(small, monkeypatch):
-    import calbench.calibrators.neighbourhood as nb
+    import calbench.calibrators.neighbourhood.kernel as nb
 
     p_cal, y_cal, p_test = small
     cal = make_calibrator("knn_kl", n_neighbors=20).fit(probs_to_logits(p_cal), y_cal)
@@ -299,7 +299,7 @@ def test_decision_search_gradient_and_adam_equal_autograds_and_torchs(rng):
     and torch.optim.Adam."""
     import torch
 
-    from calbench.calibrators.decision_calibration import _Adam, violation_gradient
+    from calbench.calibrators.decision.decision_calibration import _Adam, violation_gradient
 
     probs = torch.from_numpy(softmax(rng.normal(size=(300, 5)) * 2))
     residual = torch.from_numpy(np.eye(5)[rng.integers(0, 5, 300)]) - probs
@@ -321,7 +321,7 @@ def test_decision_search_gradient_and_adam_equal_autograds_and_torchs(rng):
 def test_decision_calibration_fitted_longer_contains_every_shorter_fit(synthetic, monkeypatch):
     """n_iterations is a prefix parameter: the first k corrections of a 5-iteration fit are
     a k-iteration fit, so inner CV fits once per fold and chooses as the plain grid would."""
-    from calbench.calibrators.decision_calibration import DecisionCalibrator
+    from calbench.calibrators.decision.decision_calibration import DecisionCalibrator
     from calbench.runner.selection import select_and_fit
 
     x, y = synthetic.logits_cal[:1500], synthetic.y_cal[:1500]
@@ -372,7 +372,7 @@ def test_order_preserving_maps_keep_the_order_of_every_row(name, rng):
 
 def test_kulls_smoothed_binning_on_six_points():
     """Kull et al.'s BinningCalibration by hand: (positives + 1) / (n + 2) per bin."""
-    from calbench.calibrators.binary import SmoothedBinning
+    from calbench.calibrators.binning.histogram import SmoothedBinning
 
     scores = np.array([0.1, 0.2, 0.35, 0.6, 0.8, 0.9])
     hits = np.array([0.0, 0.0, 1.0, 0.0, 1.0, 1.0])

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.newton import vector_label_sums, vector_log_loss
-from calbench.calibrators.preconditioned import (
+from calbench.calibrators.solvers.newton_vector import vector_label_sums, vector_log_loss
+from calbench.calibrators.solvers.preconditioned import fit_multinomial
+from calbench.calibrators.solvers.preconditioners import (
     BlockPreconditioner,
     ClassPairPreconditioner,
     RowPreconditioner,
-    fit_multinomial,
 )
 from calbench.simplex import log_softmax, softmax
 
@@ -78,7 +78,7 @@ def test_a_round_of_lbfgs_evaluates_no_point_twice(rng, monkeypatch):
     whole cost: SMS 9 evaluations before, 7 after). The fit still reports the objective
     and the gradient at the weights it returns. (A fit of several rounds evaluates each
     later round's start again, for the probabilities its preconditioner is built from.)"""
-    from calbench.calibrators import preconditioned
+    from calbench.calibrators.solvers import preconditioned
 
     points, builds = [], []
     make_objective = preconditioned._objective
@@ -230,7 +230,7 @@ def test_the_class_pair_preconditioner_whitens_each_class_pair_exactly(rng):
 def test_vector_scalings_chunked_log_loss_is_the_chain_rule(rng, k, monkeypatch):
     """`vector_log_loss` (rows in chunks, on every core) against the log-loss and its
     gradients written out on whole arrays, and the same bits on one core as on two."""
-    import calbench.calibrators.newton as newton
+    import calbench.calibrators.solvers.newton_vector as newton
 
     n = 500
     x = rng.normal(size=(n, k)) * 4
@@ -254,7 +254,7 @@ def test_vector_scaling_by_preconditioned_lbfgs_meets_newtons_minimum(rng, monke
     """Beyond Newton's class limit (here lowered to 10) vector scaling fits by L-BFGS in
     `ClassPairPreconditioner`'s coordinates: Newton's minimum, every gradient entry below
     tol, in fewer steps than L-BFGS in the scales and intercepts themselves."""
-    import calbench.calibrators.scaling as scaling
+    import calbench.calibrators.scaling.temperature as scaling
 
     k = 60
     y = np.concatenate([np.arange(k).repeat(10), rng.integers(0, k, 2400)])

@@ -5,7 +5,7 @@ import pytest
 
 from calbench import metrics
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.hoki import replace_top
+from calbench.calibrators.hoki.transforms import replace_top
 from calbench.errors import CalbenchError
 
 
@@ -99,11 +99,13 @@ def _numpy1_argsort(scores):
 
 
 def test_reference_code_spline_is_guptas_recalibrate_py(rng):
-    """The *_gupta_code procedure on a small seeded case with many float32 confidences
-    tied at exactly 1.0 (as on DenseNet-40 CIFAR-10): its calibrated confidences are
-    recalibrate.py's under numpy 1.x, ties in its introsort's order, and the output vectors
-    carry them; a drawn order of the ties (``seed``) is recalibrate.py's with that order."""
-    from calbench.calibrators.spline import scipy_2020_softmax
+    """The *_gupta_code procedure (the pack gupta2021's ``spline_gupta_code``) on a small
+    seeded case with many float32 confidences tied at exactly 1.0 (as on DenseNet-40
+    CIFAR-10): its calibrated confidences are recalibrate.py's under numpy 1.x, ties in its
+    introsort's order, and the output vectors carry them; a drawn order of the ties
+    (``seed``) is recalibrate.py's with that order."""
+    from calbench.calibrators import registered_calibrator
+    from calbench.papers.gupta2021.recalibrate import scipy_2020_softmax
     from tests.conftest import overconfident_logits
 
     logits, y = overconfident_logits(rng, 600, 4, scale=25.0)
@@ -112,9 +114,9 @@ def test_reference_code_spline_is_guptas_recalibrate_py(rng):
     assert ties > 100  # float32 confidences of exactly 1.0
 
     def code_spline(seed):
-        return make_calibrator(
-            "spline", pseudo_count=0, n_knots=6, reference_code=True, seed=seed
-        ).fit(logits, y)
+        return registered_calibrator("spline_gupta_code", pseudo_count=0, n_knots=6, seed=seed).fit(
+            logits, y
+        )
 
     def drawn(seed):
         permutation = np.random.default_rng(seed).permutation(len(y))

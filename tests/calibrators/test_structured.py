@@ -74,8 +74,8 @@ def test_strong_penalties_give_temperature_scaling():
 def test_sms_beyond_newton_classes_reaches_the_plain_lbfgs_minimum():
     """Above 36 classes SMS runs L-BFGS in curvature-scaled units from the diagonal minimum;
     it must find the minimum plain L-BFGS from the identity finds (same objective)."""
+    from calbench.calibrators.matrix.structured import StructuredScaling
     from calbench.calibrators.parametric import ParametricCalibrator
-    from calbench.calibrators.structured import StructuredScaling
 
     rng = np.random.default_rng(11)
     n, k = 1500, 40

@@ -9,7 +9,7 @@ from netcal.binning import IsotonicRegression as NetcalIsotonic
 from scipy.optimize import minimize_scalar
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.top_versus_all import share_below
+from calbench.calibrators.reductions.top_versus_all import share_below
 from calbench.criteria import top_label_bce
 from calbench.simplex import softmax
 

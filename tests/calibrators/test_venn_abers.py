@@ -9,7 +9,7 @@ from venn_abers import VennAbers, VennAbersCV
 from venn_abers.venn_abers import predict_proba_prefitted_va
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.venn_abers import venn_abers_pair, venn_abers_tables
+from calbench.calibrators.venn_abers.predictors import venn_abers_pair, venn_abers_tables
 from calbench.simplex import softmax
 
 

@@ -52,7 +52,7 @@ def test_grid_patience_stops_after_rows_without_a_better_point(rng, monkeypatch)
     """grid_patience visits reg_lambda from the strongest down and stops after that many
     rows brought no better CV score: it fits fewer models, and its choice is the full
     search's over the rows it visited."""
-    from calbench.calibrators.matrix import MatrixScaling
+    from calbench.calibrators.matrix.matrix_scaling import MatrixScaling
 
     z, y = overconfident_logits(rng, 400, 4)
     grid = {"reg_lambda": [1e-3, 1.0, 1e3, 1e6], "reg_mu": [1e-2, 1e2]}

@@ -1,6 +1,7 @@
-"""CalArena 2026: its float32 replicas of isotonic regression, Venn-Abers, VS, ODIR, MS and
-SMS (its genuine methods, CIR, boosting, BBQ, Lucena's spline and the Dirichlet kernel, are
-the library's), and the per-method table its reproduction report adds."""
+"""CalArena 2026: its float32 replicas of isotonic regression, Venn-Abers, VS, ODIR, MS,
+SMS and probmetrics' CDF-Spline (its genuine methods, CIR, boosting, BBQ, ENIR, Lucena's
+spline and the Dirichlet kernel, are the library's, in their families), and the per-method
+table its reproduction report adds."""
 
 from calbench.papers.calarena2026.importer import import_calarena
 from calbench.papers.calarena2026.published_results import BENCHMARKS, method_table
@@ -8,6 +9,7 @@ from calbench.papers.calarena2026.replicas import (
     Float32MatrixScaling,
     Float32StructuredMatrixScaling,
     LogProbabilityVectorScaling,
+    ProbmetricsCDFSpline,
     StoredBeta,
     StoredIsotonic,
     StoredVennAbers,
@@ -23,6 +25,7 @@ CALIBRATORS = {
     "sms_float32": (Float32StructuredMatrixScaling, {}),
     "venn_abers_stored": (StoredVennAbers, {}),
     "dir_odir_summed": (SummedODIR, {"regularization": "odir", "reference_class": True}),
+    "cdf_spline_calarena": (ProbmetricsCDFSpline, {}),
 }
 
 #: ``calbench import calarena DIR``: its published per-task CSVs into the store.

@@ -12,6 +12,8 @@ and ``sms``) are the library's; these differ only where CalArena's code does.
   penalty, not averaged over the weights).
 - `StoredBeta`: betacal's beta calibration on the stored float32 scores, which it clips at
   float32's epsilon and fits in float32.
+- `ProbmetricsCDFSpline`: probmetrics' ``CDF-Spline`` in its float32 arithmetic (the
+  library's ``cdf_spline`` with its hooks set so).
 """
 
 from __future__ import annotations
@@ -19,15 +21,14 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.binary import BetaCalibrator, IsotonicCalibrator
-from calbench.calibrators.calarena import (
-    calarena_log_probabilities,
-    calarena_probabilities,
-    optional_module,
-)
-from calbench.calibrators.matrix import DirichletCalibrator
-from calbench.calibrators.scaling import VectorScaling
-from calbench.calibrators.venn_abers import VennAbersCalibrator
+from calbench.calibrators.float32 import calarena_log_probabilities, calarena_probabilities
+from calbench.calibrators.isotonic.regression import IsotonicCalibrator
+from calbench.calibrators.matrix.dirichlet import DirichletCalibrator
+from calbench.calibrators.optional import optional_module
+from calbench.calibrators.scaling.beta import BetaCalibrator
+from calbench.calibrators.scaling.temperature import VectorScaling
+from calbench.calibrators.spline.cdf import CDFSpline
+from calbench.calibrators.venn_abers.predictors import VennAbersCalibrator
 from calbench.papers.calarena2026.pinned_arithmetic import pinned
 from calbench.simplex import softmax
 
@@ -131,6 +132,8 @@ class Float32MatrixScaling(Calibrator):
     None
     """
 
+    _family = "matrix"  # its family in `calbench list methods`
+
     input_kind = "probabilities"
 
     def _fit(self, logits, y):
@@ -227,7 +230,7 @@ class Float32StructuredMatrixScaling(Calibrator):
     ``bfgs`` solver), in its float32 arithmetic: the inverse temperature by 30 bisection
     steps of the log-loss's derivative on ``ln u`` in [-16, 16], the scaled probabilities
     mixed with the uniform at 1 / (n + 1), then ``softmax(x + x M^T + b)`` on their float32
-    logs with the ridge penalties of `calbench.calibrators.structured` (paper defaults),
+    logs with the ridge penalties of `calbench.calibrators.matrix.structured` (paper defaults),
     fitted by torchmin's BFGS (L-BFGS beyond 1000 parameters) from ``M = 0, b = 0``, in
     `calbench.calibrators.pinned_arithmetic`'s float32 arithmetic. calbench's ``sms``
     minimises the same objective in float64 to a tighter tolerance.
@@ -236,6 +239,8 @@ class Float32StructuredMatrixScaling(Calibrator):
     ----------
     None
     """
+
+    _family = "matrix"  # its family in `calbench list methods`
 
     input_kind = "probabilities"
 
@@ -279,3 +284,28 @@ class StoredBeta(BetaCalibrator):
         if isinstance(fitted, tuple):
             return super()._apply_binary(fitted, scores)
         return np.asarray(fitted.predict(np.asarray(scores, dtype=np.float32)), np.float64)
+
+
+class ProbmetricsCDFSpline(CDFSpline):
+    """CalArena's ``CDF-Spline`` as probmetrics' code computes it (``cdf_spline_calarena``):
+    the float32 probabilities (`calarena_probabilities`) summed in float32, tied scores in
+    the order numpy's default sort gives them, and beyond two classes a floor of 1e-30 in
+    place of the clipping before the renormalisation. On tie-free scores it agrees with the
+    library's ``cdf_spline`` to 1e-5; where many scores tie (float32 probabilities at their
+    floor) the order of the ties moves the spline, by up to 1e-3 on the tests' 4-class task.
+
+    Parameters
+    ----------
+    n_knots : int
+        Equally spaced knots of the natural cubic spline (probmetrics' ``splines=6``).
+    """
+
+    _fit_options = {"argsort": np.argsort, "float32_sums": True}
+
+    def _probabilities(self, logits):
+        return calarena_probabilities(logits)
+
+    def _bounded_outputs(self, mapped, k):
+        if k > 2:  # probmetrics' one-vs-rest floors each class at 1e-30, then renormalises.
+            return np.clip(mapped, 1e-30, None)
+        return super()._bounded_outputs(mapped, k)

@@ -2,7 +2,7 @@
 (msc-knn-cal ``helpers/dec_cal.py``, Zhao et al.'s code with Valk's changes, called as
 ``calibrate_with_deccal`` on his temperature-scaled float32 probabilities).
 
-What differs from calbench's ``dec`` (`calbench.calibrators.decision_calibration`):
+What differs from calbench's ``dec`` (`calbench.calibrators.decision.decision_calibration`):
 
 - **Search.** Each critic is ``nn.Linear(k, 2, bias=False)`` (uniform in
   ``+-1/sqrt(k)``) trained by torch's Adam, lr 1e-2, for 1000 epochs of 10 steps, the rate
@@ -33,8 +33,8 @@ import numpy as np
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT
-from calbench.calibrators.neighbourhood import default_epsilon
-from calbench.calibrators.threads import blas_threads
+from calbench.calibrators.neighbourhood.kernel import default_epsilon
+from calbench.calibrators.solvers.threads import blas_threads
 from calbench.papers.valk2022.reference_valk import (
     force_p_to_simplex,
     valk_probabilities,

@@ -2,8 +2,8 @@
 rows (msc-knn-cal ``helpers/calibration_trees.py``, ``calibrate_preds_with_random_forest_cv``
 with ``RandomSplitCalibrationForest``; settings from ``train_and_save_calibrators.py``).
 
-What differs from calbench's ``forest`` (`calbench.calibrators.forest`), which follows his
-thesis' description:
+What differs from calbench's ``forest`` (`calbench.calibrators.neighbourhood.forest`), which
+follows his thesis' description:
 
 - **Draws.** numpy's legacy global generator, seeded with ``seed`` at every forest fit
   (his ``np.random.seed(0)``). The trees are grown depth-first, a node's left subtree
@@ -31,7 +31,7 @@ import numpy as np
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT
-from calbench.calibrators.neighbourhood import default_epsilon
+from calbench.calibrators.neighbourhood.kernel import default_epsilon
 from calbench.papers.valk2022.reference_valk import (
     force_p_to_simplex,
     sklearn_2022_log_loss,

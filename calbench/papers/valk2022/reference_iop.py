@@ -3,7 +3,7 @@ trains it: the procedure behind Valk's IOP rows (AmirooR/IntraOrderPreservingCal
 ``calibrate.py`` with ``exp_dir/CIFAR10/DenseNet40/DIAG/config.json``; Valk copied its
 ``scores.npy`` into msc-knn-cal, helpers/iop_precomp.py).
 
-What differs from calbench's ``iop_diag`` (`calbench.calibrators.order_preserving`, the
+What differs from calbench's ``iop_diag`` (`calbench.calibrators.order_preserving.intra`, the
 paper's map fitted to its optimum in float64):
 
 - **The map.** One increasing function applied to every logit, an unconstrained monotonic

@@ -3,7 +3,7 @@
 ``calibrate_preds_with_weighting_cv`` with ``k_closest_uniform`` over ``kl`` or
 ``minkowski_dist``; settings from ``train_and_save_calibrators.py``).
 
-What differs from calbench's ``knn_kl`` / ``knn_euc`` (`calbench.calibrators.neighbourhood`),
+What differs from calbench's ``knn_kl`` / ``knn_euc`` (`calbench.calibrators.neighbourhood.kernel`),
 which follow his thesis in float64:
 
 - **float32 distances.** On his float32 probabilities (`reference_valk`), elementwise as his
@@ -28,7 +28,7 @@ import numpy as np
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.constraints import COUNT, Choice
-from calbench.calibrators.neighbourhood import default_epsilon
+from calbench.calibrators.neighbourhood.kernel import default_epsilon
 from calbench.numpy1_order import k_smallest
 from calbench.papers.valk2022.reference_valk import (
     force_p_to_simplex,

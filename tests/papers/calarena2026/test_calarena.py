@@ -14,7 +14,7 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax as sp_log_softmax
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.calarena import optional_module
+from calbench.calibrators.optional import optional_module
 from calbench.data.dataset import Dataset
 from calbench.errors import CalbenchError
 from calbench.metrics.scoring import log_loss

@@ -1,0 +1,1 @@
+"""Calibrators with nothing to learn: the uncalibrated baseline and the known true map."""

@@ -1,0 +1,1 @@
+"""Gradient-boosted trees on log-probabilities (CalArena's XGBoost, LightGBM and CatBoost)."""

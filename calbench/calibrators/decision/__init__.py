@@ -1,0 +1,1 @@
+"""Decision calibration (Zhao et al. 2021)."""

@@ -1,0 +1,1 @@
+"""Reductions of a multiclass calibration to binary maps: top-versus-all."""

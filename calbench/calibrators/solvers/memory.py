@@ -1,0 +1,81 @@
+"""The memory this process can still allocate, so that a fit too large for the machine is
+refused before any work rather than failing inside scipy minutes later (or being killed)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from calbench.calibrators.solvers.lbfgs import LBFGS_COPIES
+from calbench.errors import CalbenchError
+
+#: A cgroup v1 "no limit" is a page-rounded 2^63; anything above this is no limit.
+_NO_LIMIT = 2**60
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _meminfo_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_headroom(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """A container's memory limit less its use (cgroup v2, then v1), where it has one."""
+    for limit, usage in (
+        (root / "memory.max", root / "memory.current"),
+        (root / "memory" / "memory.limit_in_bytes", root / "memory" / "memory.usage_in_bytes"),
+    ):
+        cap, used = _read_int(limit), _read_int(usage)
+        if cap is not None and used is not None and cap < _NO_LIMIT:
+            return max(cap - used, 0)
+    return None
+
+
+def available_memory() -> int | None:
+    """Bytes this process can allocate without swapping: Linux's MemAvailable, or a
+    container's headroom where smaller; elsewhere the physical memory; None if unknown."""
+    known = [b for b in (_meminfo_available(), _cgroup_headroom()) if b is not None]
+    if known:
+        return min(known)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+#: Classes up to which the ODIR and L2 maps' full k x k map is fitted. At 1,000 (ImageNet)
+#: a default fit takes 35 to 40 s on 16 cores and its grid of strengths minutes; at 2,000
+#: one copy of the parameters is 32 MB and a step costs n k^2 = 1e11 multiplications on
+#: 25,000 rows; at 5,000, 200 MB a copy and 6e11 a step, over the hundreds of steps a weak
+#: penalty takes and the grid's 181 fits: hours, so refused before any work. (SMS, whose
+#: fixed strengths need one fit of a few steps, is bounded by memory instead:
+#: `calbench.calibrators.matrix.structured.check_sms_memory`.)
+MATRIX_MAX_CLASSES = 2000
+
+
+def check_matrix_size(owner: str, n: int, k: int) -> None:
+    """Refuse a full k x k map beyond `MATRIX_MAX_CLASSES` classes, before any work, naming
+    what it would cost and the maps that scale."""
+    if k > MATRIX_MAX_CLASSES:
+        copy_gb = k * (k + 1) * 8 / 1e9
+        raise CalbenchError(
+            f"{owner}: a full {k} x {k} map has {k * (k + 1):,} parameters "
+            f"({copy_gb:.1f} GB a copy, {LBFGS_COPIES * copy_gb:.0f} GB for L-BFGS-B's "
+            f"workspace of {LBFGS_COPIES} copies) and a step costs n k^2 = {n * k * k:.1e} "
+            f"multiplications; it is fitted up to {MATRIX_MAX_CLASSES} classes. At {k} "
+            "classes use sms (a full map whose fixed penalties need one fit of a few "
+            "steps, where memory allows) or a map with a few parameters a class: svs, vs, "
+            "ets or ts."
+        )
