@@ -4,6 +4,7 @@ their values), an anchor's slug and an inline figure."""
 from __future__ import annotations
 
 import base64
+import html
 import re
 from pathlib import Path
 
@@ -12,8 +13,15 @@ import numpy as np
 from calbench.markup import html_text
 
 
-def open_table(head) -> str:
-    ths = "".join(f"<th>{html_text(str(h))}</th>" for h in head)
+def open_table(head, titles=None) -> str:
+    """A sortable table's head; ``titles``: a sentence per column, shown on hover."""
+    titles = titles or [""] * len(head)
+    ths = "".join(
+        f'<th title="{html.escape(t, quote=True)}">{html_text(str(h))}</th>'
+        if t
+        else f"<th>{html_text(str(h))}</th>"
+        for h, t in zip(head, titles, strict=True)
+    )
     return f'<table class="sortable"><thead><tr>{ths}</tr></thead><tbody>'
 
 

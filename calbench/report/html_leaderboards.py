@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from calbench.markup import html_text
+from calbench.metrics.scoring import UNCONVERGED_MARK
 from calbench.report.html_cells import cell_link, method_link
 from calbench.report.html_elements import figure, num_td, open_table, slug, td
 
@@ -22,6 +23,49 @@ _SORT_BY = {
     "Bradley-Terry (Elo) [95% CI]": "strength",
     "median fit (s)": "median_fit_seconds",
 }
+
+
+def column_meanings(board) -> dict[str, str]:
+    """What each leaderboard column says, in a sentence, for the columns the page shows."""
+    settings = board.settings
+    better = "higher" if board.higher_is_better else "lower"
+    return {
+        "#": f"Place, by mean rank on {board.metric} ({better} is better).",
+        "method": "The calibration method; its name links to its stored cells below.",
+        "mean rank": "The method's rank among the methods on a task (1 best, ties share "
+        "the mean rank), averaged over the tasks.",
+        "win rate [95% CI]": "The share of the other methods it beats on a task, averaged "
+        f"over tasks; the interval from {settings.resamples} bootstrap resamples of the data "
+        "sets (blocks of tasks).",
+        "rank (95% set)": "The places it takes in the central 95% of those resamples: a "
+        "narrow set is a place the data settle, a wide one a place they do not.",
+        "blocks to tell from #1": "About how many data sets it would take for the interval "
+        "of its win-rate gap to the leader to exclude 0, were the gap as observed; "
+        "'never (tied)' where there is no gap.",
+        "clear wins [95% CI]": "Win rate counting only the wins the paired bootstrap on the "
+        f"task's test points tells from a tie ({100 * (1 - settings.alpha):g}% interval of "
+        "the difference excludes 0).",
+        "Bradley-Terry (Elo) [95% CI]": "A strength on the Elo scale fitted to all the "
+        "pairwise wins and losses (400 points: 10 to 1 odds of winning).",
+        "vs TS: better / worse": "Tasks where the method is distinguishably better / worse "
+        "than temperature scaling by the paired test.",
+        "median fit (s)": "Median seconds of its fit (grid search included) per fold.",
+        f"{UNCONVERGED_MARK} unconverged (tasks)": "Tasks on which its fit stopped before "
+        "converging in some fold (row fit_unconverged): there its value is not its optimum.",
+        "win rate, mean of experiments'": "CalArena's ranking across its collections: the "
+        "mean of each experiment's own win rate.",
+    }
+
+
+def _columns_legend(board, head: list[str]) -> str:
+    meanings = column_meanings(board)
+    items = "".join(
+        f"<dt>{html_text(h)}</dt><dd>{html_text(meanings[h])}</dd>" for h in head if h in meanings
+    )
+    return (
+        '<details class="legend"><summary>What each column means</summary>'
+        f"<dl>{items}</dl></details>"
+    )
 
 
 def leaderboards_html(results_dir: Path, report) -> str:
@@ -50,7 +94,9 @@ def leaderboards_html(results_dir: Path, report) -> str:
 
 def _board_table(board, shown: pd.DataFrame, methods) -> str:
     t = board.table
-    lines = [open_table(["#", "method", *shown.columns])]
+    head = ["#", "method", *shown.columns]
+    meanings = column_meanings(board)
+    lines = [open_table(head, titles=[meanings.get(h, "") for h in head])]
     for place, method in enumerate(shown.index, start=1):
         tds = [num_td(place, "{:d}"), f"<td>{method_link(method, methods)}</td>"]
         for column in shown.columns:
@@ -66,6 +112,7 @@ def _board_table(board, shown: pd.DataFrame, methods) -> str:
             tds.append(td(shown.loc[method, column], sort))
         lines.append("<tr>" + "".join(tds) + "</tr>")
     lines.append("</tbody></table>")
+    lines.append(_columns_legend(board, head))
     return "\n".join(lines)
 
 

@@ -207,3 +207,20 @@ def test_the_page_leads_with_the_leaderboards_and_folds_its_tables(page):
     summaries = re.findall(r"<details( open)?><summary>([^<]+)</summary>", tables)
     assert len(summaries) >= 10  # a table per stored metric, each under its name
     assert [name for opened, name in summaries if opened] == ["mine_log_loss"]
+
+
+def test_every_leaderboard_column_is_explained_where_it_appears(page):
+    """Each column head of a leaderboard carries its meaning on hover, and the table is
+    followed by the same sentences under "What each column means"."""
+    text = page["html"]
+    boards = text.split('<section id="leaderboards">')[1].split("</section>")[0]
+    heads = [
+        (attrs.get("title"), tag)
+        for tag, attrs in _elements(boards.split("<tbody>")[0])
+        if tag == "th"
+    ]
+    assert len(heads) >= 8 and all(title for title, _ in heads)
+    legend = boards.split("What each column means")[1].split("</details>")[0]
+    for name in ("mean rank", "win rate [95% CI]", "blocks to tell from #1", "median fit (s)"):
+        assert f"<dt>{name}</dt>" in legend
+    assert "how many data sets it would take" in legend
