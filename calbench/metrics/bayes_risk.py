@@ -7,6 +7,7 @@ import numpy as np
 from calbench.decision import check_loss_matrix, risk
 from calbench.errors import CalbenchError, check_choice, check_int
 from calbench.metrics._checks import probs_and_labels, probs_pair
+from calbench.packs import PackRegistry
 
 # Losses per chunk: keeps each (n, chunk) array near 40 MB at n = 100000.
 _CHUNK = 50
@@ -18,10 +19,9 @@ def average_loss_gap(
     r"""Mean over random losses of ``|predicted expected loss - true expected loss|``.
 
     Each loss matrix ``L`` (k x n_decisions) has i.i.d. N(0, 1) entries, drawn from
-    ``numpy.random.default_rng(seed)`` so every method is scored on the same losses
-    (``draws="valk"``: the very matrices of Valk's tables, ``numpy.random.seed(seed)`` then
-    ``numpy.random.normal(0, 1, n_losses * n_decisions * k)`` shaped (n_losses,
-    n_decisions, k), as his ``generate_normal_cost_matrices``). With
+    ``numpy.random.default_rng(seed)`` so every method is scored on the same losses (or by
+    a draw rule a paper pack brings, `LOSS_DRAWS`: ``draws="valk"``, the very matrices of
+    Valk's tables, in ``calbench.papers.valk2022``). With
     Bayes decisions :math:`d_i = \arg\min_d (p_i L)_d`:
 
     .. math::
@@ -44,8 +44,8 @@ def average_loss_gap(
     n_decisions : int
         Actions of each loss matrix (Valk: 2).
     seed : int
-    draws : {"default_rng", "valk"}
-        How the matrices are drawn (above).
+    draws : str
+        How the matrices are drawn: ``"default_rng"``, or a rule of `LOSS_DRAWS`.
 
     Returns
     -------
@@ -75,11 +75,17 @@ def average_loss_gap(
 
 def _random_losses(k, n_losses, n_decisions, seed, draws) -> np.ndarray:
     """The (n_losses, k, n_decisions) loss matrices `average_loss_gap` averages over."""
-    check_choice(draws, "draws", "average_loss_gap", ("default_rng", "valk"))
-    if draws == "valk":
-        flat = np.random.RandomState(seed).normal(0.0, 1.0, n_losses * n_decisions * k)
-        return flat.reshape(n_losses, n_decisions, k).transpose(0, 2, 1)
+    check_choice(draws, "draws", "average_loss_gap", tuple(LOSS_DRAWS))
+    return LOSS_DRAWS[draws](k, n_losses, n_decisions, seed)
+
+
+def _default_rng_losses(k, n_losses, n_decisions, seed) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n_losses, k, n_decisions))
+
+
+#: How `average_loss_gap` draws its (n_losses, k, n_decisions) matrices from a seed; a paper
+#: pack brings its own rule (its ``LOSS_DRAWS``), so its tables' very matrices are used.
+LOSS_DRAWS = PackRegistry("LOSS_DRAWS", {"default_rng": _default_rng_losses}, "loss draw")
 
 
 def loss_gap_terms(

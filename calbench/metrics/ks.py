@@ -26,6 +26,7 @@ import numpy as np
 from calbench import numpy1_order
 from calbench.errors import check_choice, check_int
 from calbench.metrics._checks import probs_and_labels
+from calbench.packs import PackRegistry
 
 KS_MODES = ("top", "within_top", "class")
 
@@ -106,31 +107,32 @@ def kuiper_error(probs, y, mode=None, r=1, arithmetic="float64") -> float:
         label's otherwise.
     r : int
         As `ks_error`.
-    arithmetic : {"float64", "calarena"}
-        ``"calarena"``: probmetrics' own, the scores in float32, sorted by ``torch.sort``
-        and summed in float32. Inside a run of tied scores the order of the outcomes moves
-        the curves (module docstring), and binning methods' outputs tie by design: on
-        DenseNet-40's animals against machines this gives CalArena's published Kuiper
-        errors of Hist-quantile, Hist-uniform, BBQ and Isotonic to the printed digit, where
-        numpy 1.x's order gives up to 3.4e-4 less.
+    arithmetic : str
+        How the curves' gap is summed: ``"float64"`` (calbench's), or one a paper pack
+        brings (`KUIPER_ARITHMETIC`; ``"calarena"``: probmetrics' float32 sums, in
+        ``calbench.papers.calarena2026``). Inside a run of tied scores the order of the
+        outcomes moves the curves (module docstring), and binning methods' outputs tie by
+        design, so a benchmark's own order can matter to its printed digits.
 
     Returns
     -------
     float
         In [0, 1]; lower is better.
     """
-    check_choice(arithmetic, "arithmetic", "kuiper_error", ("float64", "calarena"))
+    check_choice(arithmetic, "arithmetic", "kuiper_error", tuple(KUIPER_ARITHMETIC))
     if mode is None:
         mode = "class" if np.shape(probs)[1:] == (2,) else "top"
     scores, outcomes = ks_scores(probs, y, mode, r)
-    if arithmetic == "calarena":
-        import torch
-
-        ordered, order = torch.sort(torch.as_tensor(scores, dtype=torch.float32))
-        hits = torch.as_tensor(np.asarray(outcomes), dtype=torch.float32)[order]
-        n = len(scores)
-        gap = (torch.cumsum(hits, 0) / n - torch.cumsum(ordered, 0) / n).double().numpy()
-    else:
-        _, cum_score, cum_outcome = cumulative_curves(scores, outcomes)
-        gap = cum_outcome - cum_score
+    gap = KUIPER_ARITHMETIC[arithmetic](scores, outcomes)
     return float(max(gap.max(), 0.0) - min(gap.min(), 0.0))
+
+
+def _float64_gap(scores, outcomes) -> np.ndarray:
+    """The cumulative outcomes minus the cumulative scores, in float64, scores sorted."""
+    _, cum_score, cum_outcome = cumulative_curves(scores, outcomes)
+    return cum_outcome - cum_score
+
+
+#: How `kuiper_error` sums its curves: ``(scores, outcomes) -> the gap at each point``; a
+#: paper pack brings its benchmark's own (its ``KUIPER_ARITHMETIC``).
+KUIPER_ARITHMETIC = PackRegistry("KUIPER_ARITHMETIC", {"float64": _float64_gap}, "arithmetic")

@@ -4,6 +4,7 @@ spline and the Dirichlet kernel, are the library's, in their families), and the 
 table its reproduction report adds."""
 
 from calbench.papers.calarena2026.importer import import_calarena
+from calbench.papers.calarena2026.kuiper import calarena_gap
 from calbench.papers.calarena2026.published_results import BENCHMARKS, method_table
 from calbench.papers.calarena2026.replicas import (
     Float32MatrixScaling,
@@ -27,6 +28,9 @@ CALIBRATORS = {
     "dir_odir_summed": (SummedODIR, {"regularization": "odir", "reference_class": True}),
     "cdf_spline_calarena": (ProbmetricsCDFSpline, {}),
 }
+
+#: ``kuiper_error``'s ``arithmetic: calarena``: probmetrics' float32 sums.
+KUIPER_ARITHMETIC = {"calarena": calarena_gap}
 
 #: ``calbench import calarena DIR``: its published per-task CSVs into the store.
 IMPORTERS = {"calarena": import_calarena}
