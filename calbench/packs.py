@@ -20,8 +20,9 @@ researcher adds a paper without editing calbench. A pack holds
   (a data set's ``loader:`` name -> its reader, `calbench.data.LOADERS`), ``PROTOCOLS``
   (name -> (fold generator, the kind of data it takes, its option names),
   `calbench.runner.protocols`), ``VIEWS`` (a data-set config key -> how the loaded set is
-  seen, `calbench.runner.plan`) and ``IMPORTERS`` (a published-results layout,
-  `calbench.results.importers`); and
+  seen, `calbench.data.views`), ``IMPORTERS`` (a published-results layout,
+  `calbench.results.importers`), ``LOSS_DRAWS`` (how ``average_loss_gap`` draws its loss
+  matrices) and ``KUIPER_ARITHMETIC`` (how ``kuiper_error`` sums its curves); and
   optionally ``report_extra(preset, report, results_dir) -> str`` (Markdown appended to its
   reproduction report).
 

@@ -44,8 +44,10 @@ PART_KINDS = {
     "METRICS": "Metrics",
     "LOADERS": "Data-set loaders",
     "PROTOCOLS": "Protocols",
+    "VIEWS": "Data-set views (dataset config keys)",
     "IMPORTERS": "Published-results importers (calbench import)",
-    "LAYOUTS": "Table layouts",
+    "LOSS_DRAWS": "Loss-matrix draws (average_loss_gap's draws)",
+    "KUIPER_ARITHMETIC": "Kuiper arithmetic (kuiper_error's arithmetic)",
 }
 
 
