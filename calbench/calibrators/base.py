@@ -38,6 +38,8 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     #: where the fit (or the classifier's own scores) can give one, "bounded" where a
     #: pseudo-count keeps every class above a floor. See `certainty`.
     _certainty = "never"
+    #: Where the certainties come from, for a run's note ("" : the map's own fit).
+    _certainty_source = ""
 
     #: Learned attributes `learned` leaves out: what the data alone says.
     _NOT_LEARNED = frozenset(

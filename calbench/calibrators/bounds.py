@@ -73,5 +73,6 @@ def bound_hint(calibrator: Calibrator, bounded_method: str | None = None) -> str
         also = f" (method={bounded_method} has it)" if bounded_method else ""
         return f"method.params.{keys[0]}=1 bounds them{also}; see calbench.calibrators.bounds."
     if calibrator.certainty() == "possible":
-        return "They are the classifier's own scores."
+        source = getattr(calibrator, "_certainty_source", "")
+        return source or "The map's fit reached them (see calbench.calibrators.bounds)."
     return "The map kept the classifier's most extreme scores."

@@ -17,6 +17,7 @@ class Uncalibrated(Calibrator):
 
     #: The classifier's own scores: a logit gap beyond about 28 is a confidence of 1.
     _certainty = "possible"
+    _certainty_source = "They are the classifier's own scores."
 
     def _fit(self, logits, y):
         pass
