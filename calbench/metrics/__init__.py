@@ -44,61 +44,84 @@ from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_l
 from calbench.metrics.smooth import smooth_ece
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
 
+#: The values a metric can take: (low, high), either end possibly infinite.
+UNIT = (0.0, 1.0)
+INF = float("inf")
+DIRECTIONS = ("lower", "higher", "diagnostic")
+
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """How to call a metric: ``needs`` is one of
+    """One record per metric: its ``function``; its ``direction``: ``lower`` or ``higher``
+    is better, or ``diagnostic`` (it describes the predictions without being better one way:
+    the confidences' spread, the uncalibrated model's own risk, a term every method shares;
+    tables show it and never rank it, and no leaderboard is made of it); its ``range``, the
+    values it can take, ``(low, high)``; and what it ``needs`` besides the calibrated
+    probabilities, one of
     ``labels`` (probs, y), ``true_probs`` (probs, true_probs; synthetic data only),
     ``labels_or_true`` (the exact version where the true map is known),
     ``reference`` (probs, uncalibrated probs), ``loss`` (probs, y, loss_matrix).
     """
 
     function: object
+    direction: str = "lower"
+    range: tuple = (0.0, INF)
     needs: str = "labels"
-    higher_is_better: bool = False
-    #: A diagnostic describes the predictions without being better one way (the
-    #: confidences' spread, the uncalibrated model's own risk, a term every method shares):
-    #: tables show it and never rank it, and no leaderboard is made of it.
-    diagnostic: bool = False
+
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise CalbenchError(
+                f"a metric's direction is one of {', '.join(DIRECTIONS)}, not {self.direction!r}"
+            )
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction == "higher"
+
+    @property
+    def diagnostic(self) -> bool:
+        return self.direction == "diagnostic"
 
 
-METRICS = {
-    "accuracy": MetricSpec(accuracy, higher_is_better=True),
-    "log_loss": MetricSpec(log_loss),
-    "brier": MetricSpec(brier),
-    "top1_brier": MetricSpec(top1_brier),
-    "kde_ece": MetricSpec(kde_ece),
-    "confidence_ece": MetricSpec(confidence_ece),
-    "confidence_ece_sweep": MetricSpec(confidence_ece_sweep),
-    "classwise_ece": MetricSpec(classwise_ece),
-    "mce": MetricSpec(mce),
-    "ks_error": MetricSpec(ks_error),
-    "kuiper_error": MetricSpec(kuiper_error),
-    "smooth_ece": MetricSpec(smooth_ece),
+LIBRARY_METRICS = {
+    "accuracy": MetricSpec(accuracy, "higher", UNIT),
+    "log_loss": MetricSpec(log_loss, "lower", (0.0, INF)),
+    "brier": MetricSpec(brier, "lower", (0.0, 2.0)),
+    "top1_brier": MetricSpec(top1_brier, "lower", UNIT),
+    "kde_ece": MetricSpec(kde_ece, "lower", UNIT),
+    "confidence_ece": MetricSpec(confidence_ece, "lower", UNIT),
+    "confidence_ece_sweep": MetricSpec(confidence_ece_sweep, "lower", UNIT),
+    "classwise_ece": MetricSpec(classwise_ece, "lower", (0.0, INF)),
+    "mce": MetricSpec(mce, "lower", UNIT),
+    "ks_error": MetricSpec(ks_error, "lower", UNIT),
+    "kuiper_error": MetricSpec(kuiper_error, "lower", (0.0, 2.0)),
+    "smooth_ece": MetricSpec(smooth_ece, "lower", UNIT),
     # Berta et al.'s calibration-refinement split (calibration + refinement = the loss).
-    "calibration_log_loss": MetricSpec(calibration_log_loss),
-    "refinement_log_loss": MetricSpec(refinement_log_loss),
-    "calibration_brier": MetricSpec(calibration_brier),
-    "refinement_brier": MetricSpec(refinement_brier),
+    "calibration_log_loss": MetricSpec(calibration_log_loss, "lower", (-INF, INF)),
+    "refinement_log_loss": MetricSpec(refinement_log_loss, "lower", (0.0, INF)),
+    "calibration_brier": MetricSpec(calibration_brier, "lower", (-2.0, 2.0)),
+    "refinement_brier": MetricSpec(refinement_brier, "lower", (0.0, 2.0)),
     # Murphy's decomposition of the Brier score, exact with Stephenson et al.'s within-bin term.
-    "brier_reliability": MetricSpec(brier_reliability),
-    "brier_resolution": MetricSpec(brier_resolution, higher_is_better=True),
-    "brier_uncertainty": MetricSpec(brier_uncertainty, diagnostic=True),
-    "brier_within_bins": MetricSpec(brier_within_bins, diagnostic=True),
-    "confidence_variance": MetricSpec(confidence_variance, diagnostic=True),
-    "true_confidence_ce": MetricSpec(true_confidence_ce, needs="true_probs"),
-    "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
-    "average_loss_gap": MetricSpec(average_loss_gap, needs="labels_or_true"),
-    "empirical_risk": MetricSpec(empirical_risk, needs="loss"),
-    "model_risk": MetricSpec(model_risk, needs="loss", diagnostic=True),
-    "risk_gap": MetricSpec(risk_gap, needs="loss"),
-    "argmax_changed": MetricSpec(argmax_changed, needs="reference", diagnostic=True),
+    "brier_reliability": MetricSpec(brier_reliability, "lower", (0.0, 2.0)),
+    "brier_resolution": MetricSpec(brier_resolution, "higher", (0.0, 2.0)),
+    "brier_uncertainty": MetricSpec(brier_uncertainty, "diagnostic", (0.0, 2.0)),
+    "brier_within_bins": MetricSpec(brier_within_bins, "diagnostic", (-2.0, 2.0)),
+    "confidence_variance": MetricSpec(confidence_variance, "diagnostic", (0.0, 0.25)),
+    "true_confidence_ce": MetricSpec(true_confidence_ce, "lower", UNIT, needs="true_probs"),
+    "true_classwise_ce": MetricSpec(true_classwise_ce, "lower", (0.0, INF), needs="true_probs"),
+    "average_loss_gap": MetricSpec(average_loss_gap, "lower", (-INF, INF), needs="labels_or_true"),
+    "empirical_risk": MetricSpec(empirical_risk, "lower", (-INF, INF), needs="loss"),
+    "model_risk": MetricSpec(model_risk, "diagnostic", (-INF, INF), needs="loss"),
+    "risk_gap": MetricSpec(risk_gap, "lower", (0.0, INF), needs="loss"),
+    "argmax_changed": MetricSpec(argmax_changed, "diagnostic", UNIT, needs="reference"),
     # Consistency-resampling tests (opt-in: 10,000 resamples cost seconds per fold).
-    "confidence_ece_p_value": MetricSpec(confidence_ece_p_value, higher_is_better=True),
-    "classwise_ece_p_value": MetricSpec(classwise_ece_p_value, higher_is_better=True),
-    "confidence_ece_accepted": MetricSpec(confidence_ece_accepted, higher_is_better=True),
-    "classwise_ece_accepted": MetricSpec(classwise_ece_accepted, higher_is_better=True),
+    "confidence_ece_p_value": MetricSpec(confidence_ece_p_value, "higher", UNIT),
+    "classwise_ece_p_value": MetricSpec(classwise_ece_p_value, "higher", UNIT),
+    "confidence_ece_accepted": MetricSpec(confidence_ece_accepted, "higher", UNIT),
+    "classwise_ece_accepted": MetricSpec(classwise_ece_accepted, "higher", UNIT),
 }
+
+METRICS = LIBRARY_METRICS
 
 
 def metric_spec(function_name: str) -> MetricSpec:
