@@ -40,6 +40,14 @@ from calbench.metrics.refinement import (
     refinement_brier,
     refinement_log_loss,
 )
+from calbench.metrics.resampled import (
+    average_loss_gap_replicates,
+    classwise_ece_replicates,
+    confidence_ece_replicates,
+    confidence_variance_replicates,
+    ks_error_replicates,
+    mce_replicates,
+)
 from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss, top1_brier
 from calbench.metrics.smooth import smooth_ece
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
@@ -67,6 +75,10 @@ class MetricSpec:
     direction: str = "lower"
     range: tuple = (0.0, INF)
     needs: str = "labels"
+    #: Its value on every bootstrap resample of a fold at once, ``f(fold, indices,
+    #: **options) -> (B,)`` or None where its options are not covered
+    #: (`calbench.metrics.resampled`); None: no such form.
+    resampled: object = None
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
@@ -89,11 +101,15 @@ LIBRARY_METRICS = {
     "brier": MetricSpec(brier, "lower", (0.0, 2.0)),
     "top1_brier": MetricSpec(top1_brier, "lower", UNIT),
     "kde_ece": MetricSpec(kde_ece, "lower", UNIT),
-    "confidence_ece": MetricSpec(confidence_ece, "lower", UNIT),
+    "confidence_ece": MetricSpec(
+        confidence_ece, "lower", UNIT, resampled=confidence_ece_replicates
+    ),
     "confidence_ece_sweep": MetricSpec(confidence_ece_sweep, "lower", UNIT),
-    "classwise_ece": MetricSpec(classwise_ece, "lower", (0.0, INF)),
-    "mce": MetricSpec(mce, "lower", UNIT),
-    "ks_error": MetricSpec(ks_error, "lower", UNIT),
+    "classwise_ece": MetricSpec(
+        classwise_ece, "lower", (0.0, INF), resampled=classwise_ece_replicates
+    ),
+    "mce": MetricSpec(mce, "lower", UNIT, resampled=mce_replicates),
+    "ks_error": MetricSpec(ks_error, "lower", UNIT, resampled=ks_error_replicates),
     "kuiper_error": MetricSpec(kuiper_error, "lower", (0.0, 2.0)),
     "smooth_ece": MetricSpec(smooth_ece, "lower", UNIT),
     # Berta et al.'s calibration-refinement split (calibration + refinement = the loss).
@@ -106,10 +122,18 @@ LIBRARY_METRICS = {
     "brier_resolution": MetricSpec(brier_resolution, "higher", (0.0, 2.0)),
     "brier_uncertainty": MetricSpec(brier_uncertainty, "diagnostic", (0.0, 2.0)),
     "brier_within_bins": MetricSpec(brier_within_bins, "diagnostic", (-2.0, 2.0)),
-    "confidence_variance": MetricSpec(confidence_variance, "diagnostic", (0.0, 0.25)),
+    "confidence_variance": MetricSpec(
+        confidence_variance, "diagnostic", (0.0, 0.25), resampled=confidence_variance_replicates
+    ),
     "true_confidence_ce": MetricSpec(true_confidence_ce, "lower", UNIT, needs="true_probs"),
     "true_classwise_ce": MetricSpec(true_classwise_ce, "lower", (0.0, INF), needs="true_probs"),
-    "average_loss_gap": MetricSpec(average_loss_gap, "lower", (-INF, INF), needs="labels_or_true"),
+    "average_loss_gap": MetricSpec(
+        average_loss_gap,
+        "lower",
+        (-INF, INF),
+        needs="labels_or_true",
+        resampled=average_loss_gap_replicates,
+    ),
     "empirical_risk": MetricSpec(empirical_risk, "lower", (-INF, INF), needs="loss"),
     "model_risk": MetricSpec(model_risk, "diagnostic", (-INF, INF), needs="loss"),
     "risk_gap": MetricSpec(risk_gap, "lower", (0.0, INF), needs="loss"),

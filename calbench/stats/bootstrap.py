@@ -16,7 +16,8 @@ Three ways to a resample's value, each checked on the fold itself before it is u
 metrics that are a mean of per-sample terms (`PER_SAMPLE`: log-loss, Brier, accuracy, the
 risks, true confidence CE) are their terms' means (one gather per resample); KS, the binned
 ECEs and MCE, the average loss gap and the confidence variance are computed for all
-resamples at once (`calbench.stats.resampled`); every other metric is computed afresh on each
+resamples at once (a record's ``resampled``, `calbench.metrics.resampled`); every other
+metric is computed afresh on each
 resample (`calbench.results.predictions.FoldPredictions.scores`: a prior shift's correction
 and weights included). Percentile intervals by default; BCa (Efron and Tibshirani 14.3)
 for the per-sample metrics, whose jackknife is closed-form.
@@ -35,9 +36,9 @@ from calbench.atomic import atomic_save_npz
 from calbench.decision.risk import bayes_decisions
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
+from calbench.metrics import METRICS
 from calbench.metrics.scoring import log_loss_terms
 from calbench.results.predictions import FoldPredictions
-from calbench.stats.resampled import VECTORISED
 
 DEFAULT_RESAMPLES = 1000
 #: percentile; bca (Efron-Tibshirani); recentred: the percentiles of the replicates shifted
@@ -173,16 +174,17 @@ def _vectorised(fold: FoldPredictions, name: str, options: dict):
     """A function of the resample indices giving metric ``name`` on each, or None."""
     options = dict(options or {})
     function = options.pop("fn", name)
-    if function not in VECTORISED or fold.prior_train is not None:
+    resampled = getattr(METRICS.get(function), "resampled", None)
+    if resampled is None or fold.prior_train is not None:
         return None
     whole = np.arange(len(fold.y))[None, :]
-    value = VECTORISED[function](fold, whole, **options)
+    value = resampled(fold, whole, **options)
     if value is None:
         return None
     expected = fold.scores({name: {"fn": function, **options}})[name]
     if not np.isclose(value[0], expected, rtol=1e-9, atol=1e-12):
         return None
-    return lambda indices: VECTORISED[function](fold, indices, **options)
+    return lambda indices: resampled(fold, indices, **options)
 
 
 def _subset(fold: FoldPredictions, index: np.ndarray) -> FoldPredictions:
