@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from calbench.errors import CalbenchError, unknown_name
+from calbench.metrics import terms
 from calbench.metrics.bayes_risk import (
     argmax_changed,
     average_loss_gap,
@@ -79,6 +82,11 @@ class MetricSpec:
     #: **options) -> (B,)`` or None where its options are not covered
     #: (`calbench.metrics.resampled`); None: no such form.
     resampled: object = None
+    #: Its per-sample terms on a fold, ``f(fold, **options)`` (`calbench.metrics.terms`),
+    #: where the metric is ``of_mean`` of their mean (None: the mean itself); None: it is no
+    #: mean of per-sample terms.
+    terms: object = None
+    of_mean: object = None
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
@@ -96,10 +104,10 @@ class MetricSpec:
 
 
 LIBRARY_METRICS = {
-    "accuracy": MetricSpec(accuracy, "higher", UNIT),
-    "log_loss": MetricSpec(log_loss, "lower", (0.0, INF)),
-    "brier": MetricSpec(brier, "lower", (0.0, 2.0)),
-    "top1_brier": MetricSpec(top1_brier, "lower", UNIT),
+    "accuracy": MetricSpec(accuracy, "higher", UNIT, terms=terms.accuracy_fold),
+    "log_loss": MetricSpec(log_loss, "lower", (0.0, INF), terms=terms.log_loss_fold),
+    "brier": MetricSpec(brier, "lower", (0.0, 2.0), terms=terms.brier_fold),
+    "top1_brier": MetricSpec(top1_brier, "lower", UNIT, terms=terms.top1_brier_fold),
     "kde_ece": MetricSpec(kde_ece, "lower", UNIT),
     "confidence_ece": MetricSpec(
         confidence_ece, "lower", UNIT, resampled=confidence_ece_replicates
@@ -125,7 +133,9 @@ LIBRARY_METRICS = {
     "confidence_variance": MetricSpec(
         confidence_variance, "diagnostic", (0.0, 0.25), resampled=confidence_variance_replicates
     ),
-    "true_confidence_ce": MetricSpec(true_confidence_ce, "lower", UNIT, needs="true_probs"),
+    "true_confidence_ce": MetricSpec(
+        true_confidence_ce, "lower", UNIT, needs="true_probs", terms=terms.true_confidence_ce_fold
+    ),
     "true_classwise_ce": MetricSpec(true_classwise_ce, "lower", (0.0, INF), needs="true_probs"),
     "average_loss_gap": MetricSpec(
         average_loss_gap,
@@ -134,10 +144,18 @@ LIBRARY_METRICS = {
         needs="labels_or_true",
         resampled=average_loss_gap_replicates,
     ),
-    "empirical_risk": MetricSpec(empirical_risk, "lower", (-INF, INF), needs="loss"),
-    "model_risk": MetricSpec(model_risk, "diagnostic", (-INF, INF), needs="loss"),
-    "risk_gap": MetricSpec(risk_gap, "lower", (0.0, INF), needs="loss"),
-    "argmax_changed": MetricSpec(argmax_changed, "diagnostic", UNIT, needs="reference"),
+    "empirical_risk": MetricSpec(
+        empirical_risk, "lower", (-INF, INF), needs="loss", terms=terms.empirical_risk_fold
+    ),
+    "model_risk": MetricSpec(
+        model_risk, "diagnostic", (-INF, INF), needs="loss", terms=terms.model_risk_fold
+    ),
+    "risk_gap": MetricSpec(
+        risk_gap, "lower", (0.0, INF), needs="loss", terms=terms.risk_gap_fold, of_mean=np.abs
+    ),
+    "argmax_changed": MetricSpec(
+        argmax_changed, "diagnostic", UNIT, needs="reference", terms=terms.argmax_changed_fold
+    ),
     # Consistency-resampling tests (opt-in: 10,000 resamples cost seconds per fold).
     "confidence_ece_p_value": MetricSpec(confidence_ece_p_value, "higher", UNIT),
     "classwise_ece_p_value": MetricSpec(classwise_ece_p_value, "higher", UNIT),

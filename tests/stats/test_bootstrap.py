@@ -19,6 +19,7 @@ from calbench.stats.bootstrap import (
     resample_indices,
 )
 
+_PER_SAMPLE = {name for name, spec in METRICS.items() if spec.terms is not None}
 _RESAMPLED = {name for name, spec in METRICS.items() if spec.resampled is not None}
 
 
@@ -85,9 +86,7 @@ def test_fast_paths_equal_the_metric_recomputed_on_each_resample(rng, n):
     fold = _fold(rng, n=n)
     metrics = {**metric_sets()["default"], **BINNED_VARIANTS}
     names = [
-        m
-        for m, options in metrics.items()
-        if options.get("fn", m) in {*bootstrap.PER_SAMPLE, *_RESAMPLED}
+        m for m, options in metrics.items() if options.get("fn", m) in {*_PER_SAMPLE, *_RESAMPLED}
     ]
     assert {"confidence_ece_size15", "classwise_ece_size15", "classwise_ece"} <= set(names)
     boot = bootstrap_cell([fold], {m: metrics[m] for m in names}, 30, seed=4)
@@ -333,9 +332,9 @@ def test_every_metric_declares_how_it_resamples():
     one of them."""
     from calbench.metrics import METRICS
     from calbench.metrics.resampled import RECOMPUTED
-    from calbench.stats.bootstrap import NOT_RESAMPLED, PER_SAMPLE
+    from calbench.stats.bootstrap import NOT_RESAMPLED
 
-    kinds = [set(PER_SAMPLE), set(_RESAMPLED), set(RECOMPUTED), set(NOT_RESAMPLED)]
+    kinds = [set(_PER_SAMPLE), set(_RESAMPLED), set(RECOMPUTED), set(NOT_RESAMPLED)]
     undeclared = sorted(set(METRICS) - set().union(*kinds))
     assert not undeclared, f"declare how these resample: {undeclared}"
     twice = [m for m in METRICS if sum(m in kind for kind in kinds) > 1]
