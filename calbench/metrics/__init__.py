@@ -54,6 +54,7 @@ from calbench.metrics.resampled import (
 from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss, top1_brier
 from calbench.metrics.smooth import smooth_ece
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
+from calbench.packs import PackRegistry
 
 #: The values a metric can take: (low, high), either end possibly infinite.
 UNIT = (0.0, 1.0)
@@ -163,7 +164,9 @@ LIBRARY_METRICS = {
     "classwise_ece_accepted": MetricSpec(classwise_ece_accepted, "higher", UNIT),
 }
 
-METRICS = LIBRARY_METRICS
+#: Every metric by name, the library's and the paper packs' (a pack's ``METRICS``, looked up
+#: only for a name the library does not hold).
+METRICS = PackRegistry("METRICS", LIBRARY_METRICS, "metric")
 
 
 def metric_spec(function_name: str) -> MetricSpec:
@@ -249,6 +252,7 @@ def _shipped_outputs() -> dict:
 
 
 __all__ = [
+    "LIBRARY_METRICS",
     "METRICS",
     "MetricSpec",
     "accuracy",
