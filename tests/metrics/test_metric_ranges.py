@@ -41,3 +41,24 @@ def test_every_metric_lands_in_its_range(name):
         value = np.asarray(value, dtype=np.float64)
         assert np.all(np.isfinite(value) | np.isinf(value)), (name, value)
         assert np.all((low - 1e-12 <= value) & (value <= high + 1e-12)), (name, value, spec.range)
+
+
+def test_a_pack_brings_a_metric(tmp_path, monkeypatch):
+    from calbench.metrics import metric_spec
+    from calbench.packs import PACKS_ENV
+
+    pack = tmp_path / "packs" / "toy_metric_pack"
+    pack.mkdir(parents=True)
+    (pack / "pack.yaml").write_text("title: A toy pack\npaper: Toy\nreproduce_all: []\n")
+    (pack / "__init__.py").write_text(
+        "from calbench.metrics import MetricSpec, UNIT\n"
+        "def toy_error(probs, y):\n"
+        "    return 0.25\n"
+        "METRICS = {'toy_error': MetricSpec(toy_error, 'lower', UNIT)}\n"
+    )
+    monkeypatch.setenv(PACKS_ENV, str(tmp_path / "packs"))
+    assert metric_spec("toy_error").direction == "lower"
+    assert METRICS.pack_of("toy_error") == "toy_metric_pack"
+    assert evaluate({"toy_error": {}}, np.full((2, 2), 0.5), y=np.array([0, 1])) == {
+        "toy_error": 0.25
+    }
