@@ -170,26 +170,9 @@ def _paired(store, rows, cells, methods, settings) -> np.ndarray:
     return out
 
 
-def leaderboard(
-    results_dir,
-    experiment: str,
-    metric: str = "log_loss",
-    settings: BootstrapSettings | None = None,
-    paired: bool = True,
-    methods: list[str] | None = None,
-    tasks: list[str] | None = None,
-    beside: str | None = None,
-) -> Leaderboard:
-    """The leaderboard of ``experiment`` on ``metric`` (``methods``: only these, e.g. to
-    leave out a method that has not run on every task yet; ``tasks``: only these task
-    labels, `calbench.tables.groups`; ``beside``: another experiment's methods on the same
-    tasks as well, `with_beside`)."""
-    settings = settings or BootstrapSettings()
-    if is_diagnostic(metric):
-        raise CalbenchError(
-            f"{metric} is a diagnostic (it describes the predictions; no value of it is "
-            "better than another), so no leaderboard ranks by it; `calbench tables` shows it."
-        )
+def _board_values(results_dir, experiment, metric, tasks, methods, beside):
+    """The stored rows behind a leaderboard (pooled, with ``beside``) and their tasks x
+    methods values and cells, ``tasks`` kept."""
     results = Results.of(results_dir)
     pooled = [e.strip() for e in experiment.split(",") if e.strip()]
     if beside and len(pooled) > 1:
@@ -220,19 +203,12 @@ def leaderboard(
             f"A leaderboard needs 2 methods on at least one task with values of every method; "
             f"{experiment} has {complete.shape[1]} methods and {len(complete)} complete tasks."
         )
-    methods = list(complete.columns)
-    cells = cells.loc[complete.index, methods]
-    cells.attrs["metric"] = metric
-    better = higher_is_better(metric)
-    ranked = {h for hashes in cells.to_numpy().ravel() for h in hashes}
-    sums = rows.loc[rows["config_hash"].isin(ranked), "predictions_sha256"].fillna("")
-    if paired and (sums == "").any():
-        paired = False  # cells stored without predictions: no paired tests (the caption says)
-    wins = arena.beats(complete.to_numpy(), better)
-    distinct = _paired(results, rows, cells, methods, settings) if paired else None
-    clear = wins & distinct if paired else wins
+    return results, rows, pooled, experiment, complete, left_out, cells
 
-    blocks = [block_of(t) for t in complete.index]
+
+def _statistics(complete, wins, clear, blocks, methods, better, paired, settings):
+    """One row per method: ranks, win rates and strengths, each with its bootstrap over
+    blocks (the module docstring's columns)."""
     rng = np.random.default_rng(settings.seed)
     counts, index = arena.block_counts(blocks, settings.resamples, rng)
     q = [100 * settings.alpha / 2, 100 * (1 - settings.alpha / 2)]
@@ -268,6 +244,12 @@ def leaderboard(
         },
         index=pd.Index(methods, name="method"),
     )
+    return table
+
+
+def _per_task(table, complete, rows, cells, methods, better, paired, clear, distinct):
+    """Adds the reference's, fit-time and unconvergence columns to ``table`` (in place) and
+    gives the per-task frame: the best method and its value, TS's and whether it differs."""
     ref = methods.index(REFERENCE) if REFERENCE in methods else None
     if ref is not None and paired:
         table["better_than_ts"] = clear[:, :, ref].sum(axis=0)
@@ -284,6 +266,47 @@ def leaderboard(
             per_task["ts_distinguishable"] = [
                 bool(distinct[t, methods.index(b), ref]) for t, b in enumerate(best)
             ]
+    return per_task
+
+
+def leaderboard(
+    results_dir,
+    experiment: str,
+    metric: str = "log_loss",
+    settings: BootstrapSettings | None = None,
+    paired: bool = True,
+    methods: list[str] | None = None,
+    tasks: list[str] | None = None,
+    beside: str | None = None,
+) -> Leaderboard:
+    """The leaderboard of ``experiment`` on ``metric`` (``methods``: only these, e.g. to
+    leave out a method that has not run on every task yet; ``tasks``: only these task
+    labels, `calbench.tables.groups`; ``beside``: another experiment's methods on the same
+    tasks as well, `with_beside`)."""
+    settings = settings or BootstrapSettings()
+    if is_diagnostic(metric):
+        raise CalbenchError(
+            f"{metric} is a diagnostic (it describes the predictions; no value of it is "
+            "better than another), so no leaderboard ranks by it; `calbench tables` shows it."
+        )
+    results, rows, pooled, experiment, complete, left_out, cells = _board_values(
+        results_dir, experiment, metric, tasks, methods, beside
+    )
+    methods = list(complete.columns)
+    cells = cells.loc[complete.index, methods]
+    cells.attrs["metric"] = metric
+    better = higher_is_better(metric)
+    ranked = {h for hashes in cells.to_numpy().ravel() for h in hashes}
+    sums = rows.loc[rows["config_hash"].isin(ranked), "predictions_sha256"].fillna("")
+    if paired and (sums == "").any():
+        paired = False  # cells stored without predictions: no paired tests (the caption says)
+    wins = arena.beats(complete.to_numpy(), better)
+    distinct = _paired(results, rows, cells, methods, settings) if paired else None
+    clear = wins & distinct if paired else wins
+
+    blocks = [block_of(t) for t in complete.index]
+    table = _statistics(complete, wins, clear, blocks, methods, better, paired, settings)
+    per_task = _per_task(table, complete, rows, cells, methods, better, paired, clear, distinct)
     table = table.sort_values(["win_rate", "mean_rank"], ascending=[False, True])
     if len(pooled) > 1:
         mean = per_experiment_win_rates(rows, complete, better)
