@@ -23,6 +23,8 @@ ROOMS = (
     "calbench/data",
     "calbench/reproduce",
     "calbench/papers",
+    "calbench/metrics",
+    "calbench/stats",
     "hydra_plugins",
 )
 #: Modules directly under calbench/ held to the limits.

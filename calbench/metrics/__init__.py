@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from calbench.errors import CalbenchError, unknown_name
+from calbench.metrics import terms
 from calbench.metrics.bayes_risk import (
     argmax_changed,
     average_loss_gap,
@@ -40,65 +43,130 @@ from calbench.metrics.refinement import (
     refinement_brier,
     refinement_log_loss,
 )
+from calbench.metrics.resampled import (
+    average_loss_gap_replicates,
+    classwise_ece_replicates,
+    confidence_ece_replicates,
+    confidence_variance_replicates,
+    ks_error_replicates,
+    mce_replicates,
+)
 from calbench.metrics.scoring import accuracy, brier, confidence_variance, log_loss, top1_brier
 from calbench.metrics.smooth import smooth_ece
 from calbench.metrics.true_error import true_classwise_ce, true_confidence_ce
+from calbench.packs import PackRegistry
+
+#: The values a metric can take: (low, high), either end possibly infinite.
+UNIT = (0.0, 1.0)
+INF = float("inf")
+DIRECTIONS = ("lower", "higher", "diagnostic")
 
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """How to call a metric: ``needs`` is one of
+    """One record per metric: its ``function``; its ``direction``: ``lower`` or ``higher``
+    is better, or ``diagnostic`` (it describes the predictions without being better one way:
+    the confidences' spread, the uncalibrated model's own risk, a term every method shares;
+    tables show it and never rank it, and no leaderboard is made of it); its ``range``, the
+    values it can take, ``(low, high)``; and what it ``needs`` besides the calibrated
+    probabilities, one of
     ``labels`` (probs, y), ``true_probs`` (probs, true_probs; synthetic data only),
     ``labels_or_true`` (the exact version where the true map is known),
     ``reference`` (probs, uncalibrated probs), ``loss`` (probs, y, loss_matrix).
     """
 
     function: object
+    direction: str = "lower"
+    range: tuple = (0.0, INF)
     needs: str = "labels"
-    higher_is_better: bool = False
-    #: A diagnostic describes the predictions without being better one way (the
-    #: confidences' spread, the uncalibrated model's own risk, a term every method shares):
-    #: tables show it and never rank it, and no leaderboard is made of it.
-    diagnostic: bool = False
+    #: Its value on every bootstrap resample of a fold at once, ``f(fold, indices,
+    #: **options) -> (B,)`` or None where its options are not covered
+    #: (`calbench.metrics.resampled`); None: no such form.
+    resampled: object = None
+    #: Its per-sample terms on a fold, ``f(fold, **options)`` (`calbench.metrics.terms`),
+    #: where the metric is ``of_mean`` of their mean (None: the mean itself); None: it is no
+    #: mean of per-sample terms.
+    terms: object = None
+    of_mean: object = None
+
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise CalbenchError(
+                f"a metric's direction is one of {', '.join(DIRECTIONS)}, not {self.direction!r}"
+            )
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction == "higher"
+
+    @property
+    def diagnostic(self) -> bool:
+        return self.direction == "diagnostic"
 
 
-METRICS = {
-    "accuracy": MetricSpec(accuracy, higher_is_better=True),
-    "log_loss": MetricSpec(log_loss),
-    "brier": MetricSpec(brier),
-    "top1_brier": MetricSpec(top1_brier),
-    "kde_ece": MetricSpec(kde_ece),
-    "confidence_ece": MetricSpec(confidence_ece),
-    "confidence_ece_sweep": MetricSpec(confidence_ece_sweep),
-    "classwise_ece": MetricSpec(classwise_ece),
-    "mce": MetricSpec(mce),
-    "ks_error": MetricSpec(ks_error),
-    "kuiper_error": MetricSpec(kuiper_error),
-    "smooth_ece": MetricSpec(smooth_ece),
+LIBRARY_METRICS = {
+    "accuracy": MetricSpec(accuracy, "higher", UNIT, terms=terms.accuracy_fold),
+    "log_loss": MetricSpec(log_loss, "lower", (0.0, INF), terms=terms.log_loss_fold),
+    "brier": MetricSpec(brier, "lower", (0.0, 2.0), terms=terms.brier_fold),
+    "top1_brier": MetricSpec(top1_brier, "lower", UNIT, terms=terms.top1_brier_fold),
+    "kde_ece": MetricSpec(kde_ece, "lower", UNIT),
+    "confidence_ece": MetricSpec(
+        confidence_ece, "lower", UNIT, resampled=confidence_ece_replicates
+    ),
+    "confidence_ece_sweep": MetricSpec(confidence_ece_sweep, "lower", UNIT),
+    "classwise_ece": MetricSpec(
+        classwise_ece, "lower", (0.0, INF), resampled=classwise_ece_replicates
+    ),
+    "mce": MetricSpec(mce, "lower", UNIT, resampled=mce_replicates),
+    "ks_error": MetricSpec(ks_error, "lower", UNIT, resampled=ks_error_replicates),
+    "kuiper_error": MetricSpec(kuiper_error, "lower", (0.0, 2.0)),
+    "smooth_ece": MetricSpec(smooth_ece, "lower", UNIT),
     # Berta et al.'s calibration-refinement split (calibration + refinement = the loss).
-    "calibration_log_loss": MetricSpec(calibration_log_loss),
-    "refinement_log_loss": MetricSpec(refinement_log_loss),
-    "calibration_brier": MetricSpec(calibration_brier),
-    "refinement_brier": MetricSpec(refinement_brier),
+    "calibration_log_loss": MetricSpec(calibration_log_loss, "lower", (-INF, INF)),
+    "refinement_log_loss": MetricSpec(refinement_log_loss, "lower", (0.0, INF)),
+    "calibration_brier": MetricSpec(calibration_brier, "lower", (-2.0, 2.0)),
+    "refinement_brier": MetricSpec(refinement_brier, "lower", (0.0, 2.0)),
     # Murphy's decomposition of the Brier score, exact with Stephenson et al.'s within-bin term.
-    "brier_reliability": MetricSpec(brier_reliability),
-    "brier_resolution": MetricSpec(brier_resolution, higher_is_better=True),
-    "brier_uncertainty": MetricSpec(brier_uncertainty, diagnostic=True),
-    "brier_within_bins": MetricSpec(brier_within_bins, diagnostic=True),
-    "confidence_variance": MetricSpec(confidence_variance, diagnostic=True),
-    "true_confidence_ce": MetricSpec(true_confidence_ce, needs="true_probs"),
-    "true_classwise_ce": MetricSpec(true_classwise_ce, needs="true_probs"),
-    "average_loss_gap": MetricSpec(average_loss_gap, needs="labels_or_true"),
-    "empirical_risk": MetricSpec(empirical_risk, needs="loss"),
-    "model_risk": MetricSpec(model_risk, needs="loss", diagnostic=True),
-    "risk_gap": MetricSpec(risk_gap, needs="loss"),
-    "argmax_changed": MetricSpec(argmax_changed, needs="reference", diagnostic=True),
+    "brier_reliability": MetricSpec(brier_reliability, "lower", (0.0, 2.0)),
+    "brier_resolution": MetricSpec(brier_resolution, "higher", (0.0, 2.0)),
+    "brier_uncertainty": MetricSpec(brier_uncertainty, "diagnostic", (0.0, 2.0)),
+    "brier_within_bins": MetricSpec(brier_within_bins, "diagnostic", (-2.0, 2.0)),
+    "confidence_variance": MetricSpec(
+        confidence_variance, "diagnostic", (0.0, 0.25), resampled=confidence_variance_replicates
+    ),
+    "true_confidence_ce": MetricSpec(
+        true_confidence_ce, "lower", UNIT, needs="true_probs", terms=terms.true_confidence_ce_fold
+    ),
+    "true_classwise_ce": MetricSpec(true_classwise_ce, "lower", (0.0, INF), needs="true_probs"),
+    "average_loss_gap": MetricSpec(
+        average_loss_gap,
+        "lower",
+        (-INF, INF),
+        needs="labels_or_true",
+        resampled=average_loss_gap_replicates,
+    ),
+    "empirical_risk": MetricSpec(
+        empirical_risk, "lower", (-INF, INF), needs="loss", terms=terms.empirical_risk_fold
+    ),
+    "model_risk": MetricSpec(
+        model_risk, "diagnostic", (-INF, INF), needs="loss", terms=terms.model_risk_fold
+    ),
+    "risk_gap": MetricSpec(
+        risk_gap, "lower", (0.0, INF), needs="loss", terms=terms.risk_gap_fold, of_mean=np.abs
+    ),
+    "argmax_changed": MetricSpec(
+        argmax_changed, "diagnostic", UNIT, needs="reference", terms=terms.argmax_changed_fold
+    ),
     # Consistency-resampling tests (opt-in: 10,000 resamples cost seconds per fold).
-    "confidence_ece_p_value": MetricSpec(confidence_ece_p_value, higher_is_better=True),
-    "classwise_ece_p_value": MetricSpec(classwise_ece_p_value, higher_is_better=True),
-    "confidence_ece_accepted": MetricSpec(confidence_ece_accepted, higher_is_better=True),
-    "classwise_ece_accepted": MetricSpec(classwise_ece_accepted, higher_is_better=True),
+    "confidence_ece_p_value": MetricSpec(confidence_ece_p_value, "higher", UNIT),
+    "classwise_ece_p_value": MetricSpec(classwise_ece_p_value, "higher", UNIT),
+    "confidence_ece_accepted": MetricSpec(confidence_ece_accepted, "higher", UNIT),
+    "classwise_ece_accepted": MetricSpec(classwise_ece_accepted, "higher", UNIT),
 }
+
+#: Every metric by name, the library's and the paper packs' (a pack's ``METRICS``, looked up
+#: only for a name the library does not hold).
+METRICS = PackRegistry("METRICS", LIBRARY_METRICS, "metric")
 
 
 def metric_spec(function_name: str) -> MetricSpec:
@@ -184,6 +252,7 @@ def _shipped_outputs() -> dict:
 
 
 __all__ = [
+    "LIBRARY_METRICS",
     "METRICS",
     "MetricSpec",
     "accuracy",

@@ -250,4 +250,9 @@ def argmax_changed(probs, reference_probs) -> float:
         In [0, 1]: 0 for a map that keeps every decision (an accuracy-preserving one).
     """
     p, q = probs_pair(probs, reference_probs, "reference_probs", "argmax_changed")
-    return float((p.argmax(axis=1) != q.argmax(axis=1)).mean())
+    return float(argmax_changed_terms(p, q).mean())
+
+
+def argmax_changed_terms(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Each sample's term of `argmax_changed` (validated ``p`` and ``q``)."""
+    return (p.argmax(axis=1) != q.argmax(axis=1)).astype(np.float64)

@@ -26,7 +26,12 @@ def accuracy(probs, y) -> float:
         In [0, 1]; higher is better.
     """
     p, y = probs_and_labels(probs, y, "accuracy")
-    return float((p.argmax(axis=1) == y).mean())
+    return float(accuracy_terms(p, y).mean())
+
+
+def accuracy_terms(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each sample's term of `accuracy` (validated ``p`` and ``y``): 1.0 where it is right."""
+    return (p.argmax(axis=1) == y).astype(np.float64)
 
 
 #: The smallest normal float32, probmetrics' floor on the probabilities it takes logs of.
@@ -101,8 +106,12 @@ def brier(probs, y) -> float:
         ``brier_score_loss`` is the one-class mean).
     """
     p, y = probs_and_labels(probs, y, "brier")
-    sq = (p**2).sum(axis=1) - 2 * p[np.arange(len(y)), y] + 1
-    return float(sq.mean())
+    return float(brier_terms(p, y).mean())
+
+
+def brier_terms(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each sample's term of `brier` (validated ``p`` and ``y``)."""
+    return (p**2).sum(axis=1) - 2 * p[np.arange(len(y)), y] + 1
 
 
 def top1_brier(probs, y) -> float:
@@ -122,8 +131,13 @@ def top1_brier(probs, y) -> float:
         In [0, 1]; lower is better.
     """
     p, y = probs_and_labels(probs, y, "top1_brier")
+    return float(top1_brier_terms(p, y).mean())
+
+
+def top1_brier_terms(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each sample's term of `top1_brier` (validated ``p`` and ``y``)."""
     confidence, correct = top_label(p, y)
-    return float(((confidence - correct) ** 2).mean())
+    return (confidence - correct) ** 2
 
 
 def confidence_variance(probs, y=None) -> float:

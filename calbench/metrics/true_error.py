@@ -40,10 +40,16 @@ def true_confidence_ce(probs, true_probs, alpha=1) -> float:
     """
     check_choice(alpha, "alpha", "true_confidence_ce", (1, 2))
     p, c = probs_pair(probs, true_probs, "true_probs", "true_confidence_ce")
+    gaps = true_confidence_ce_terms(p, c) ** alpha
+    return float(gaps.mean() ** (1.0 / alpha))
+
+
+def true_confidence_ce_terms(p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Each sample's gap ``|p_top - c_top|`` at its top class (validated ``p`` and ``c``),
+    whose mean is `true_confidence_ce` with ``alpha=1``."""
     rows = np.arange(len(p))
     top = p.argmax(axis=1)
-    gaps = np.abs(p[rows, top] - c[rows, top]) ** alpha
-    return float(gaps.mean() ** (1.0 / alpha))
+    return np.abs(p[rows, top] - c[rows, top])
 
 
 def true_classwise_ce(probs, true_probs, alpha=1) -> float:

@@ -13,10 +13,11 @@ resample is the mean over folds of the metric: the distribution is that of the f
 which is what the tables print.
 
 Three ways to a resample's value, each checked on the fold itself before it is used:
-metrics that are a mean of per-sample terms (`PER_SAMPLE`: log-loss, Brier, accuracy, the
+metrics that are a mean of per-sample terms (a record's ``terms``: log-loss, Brier, accuracy, the
 risks, true confidence CE) are their terms' means (one gather per resample); KS, the binned
 ECEs and MCE, the average loss gap and the confidence variance are computed for all
-resamples at once (`calbench.stats.resampled`); every other metric is computed afresh on each
+resamples at once (a record's ``resampled``, `calbench.metrics.resampled`); every other
+metric is computed afresh on each
 resample (`calbench.results.predictions.FoldPredictions.scores`: a prior shift's correction
 and weights included). Percentile intervals by default; BCa (Efron and Tibshirani 14.3)
 for the per-sample metrics, whose jackknife is closed-form.
@@ -32,12 +33,10 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from calbench.atomic import atomic_save_npz
-from calbench.decision.risk import bayes_decisions
 from calbench.errors import CalbenchError
 from calbench.hashing import config_hash
-from calbench.metrics.scoring import log_loss_terms
+from calbench.metrics import METRICS
 from calbench.results.predictions import FoldPredictions
-from calbench.stats.resampled import VECTORISED
 
 DEFAULT_RESAMPLES = 1000
 #: percentile; bca (Efron-Tibshirani); recentred: the percentiles of the replicates shifted
@@ -94,74 +93,16 @@ def fold_rng(seed: int, y: np.ndarray) -> np.random.Generator:
     return np.random.default_rng([seed, int.from_bytes(_digest(y)[:8], "little")])
 
 
-def _log_loss_terms(fold, clip=None, floor=None):
-    return log_loss_terms(fold.probs, fold.y, clip, floor)
-
-
-def _brier_terms(fold):
-    probs, y = fold.probs, fold.y
-    return (probs**2).sum(axis=1) - 2 * probs[np.arange(len(y)), y] + 1
-
-
-def _accuracy_terms(fold):
-    return (fold.probs.argmax(axis=1) == fold.y).astype(np.float64)
-
-
-def _top1_brier_terms(fold):
-    confidence = fold.probs.max(axis=1)
-    return (confidence - (fold.probs.argmax(axis=1) == fold.y)) ** 2
-
-
-def _empirical_risk_terms(fold, reduction="mean"):
-    if reduction != "mean":
-        return None
-    return fold.loss[fold.y, bayes_decisions(fold.probs, fold.loss)]
-
-
-def _model_risk_terms(fold, reduction="mean"):
-    return (fold.probs @ fold.loss).min(axis=1) if reduction == "mean" else None
-
-
-def _risk_gap_terms(fold):
-    return _model_risk_terms(fold) - _empirical_risk_terms(fold)
-
-
-def _argmax_changed_terms(fold):
-    return (fold.probs.argmax(axis=1) != fold.uncalibrated.argmax(axis=1)).astype(np.float64)
-
-
-def _true_confidence_ce_terms(fold, alpha=1):
-    if fold.true_probs is None or alpha != 1:
-        return None
-    rows, top = np.arange(len(fold.y)), fold.probs.argmax(axis=1)
-    return np.abs(fold.probs[rows, top] - fold.true_probs[rows, top])
-
-
-#: Metric function -> (its per-sample terms on a fold, or None where its options make it
-#: no mean; the statistic of their mean). The statistic of the mean is checked against the
-#: metric on each fold before it is used.
-PER_SAMPLE = {
-    "log_loss": (_log_loss_terms, None),
-    "brier": (_brier_terms, None),
-    "accuracy": (_accuracy_terms, None),
-    "top1_brier": (_top1_brier_terms, None),
-    "empirical_risk": (_empirical_risk_terms, None),
-    "model_risk": (_model_risk_terms, None),
-    "risk_gap": (_risk_gap_terms, np.abs),  # |model risk - empirical risk|
-    "argmax_changed": (_argmax_changed_terms, None),
-    "true_confidence_ce": (_true_confidence_ce_terms, None),
-}
-
-
 def _terms(fold: FoldPredictions, name: str, options: dict):
     """(per-sample terms, statistic of their mean) of metric ``name`` on ``fold``, where
     they reproduce it and no prior shift reweights it; else None."""
     options = dict(options or {})
     function = options.pop("fn", name)
-    if function not in PER_SAMPLE or fold.prior_train is not None:
+    spec = METRICS.get(function)
+    if spec is None or spec.terms is None or fold.prior_train is not None:
         return None
-    make_terms, statistic = PER_SAMPLE[function]
-    terms = make_terms(fold, **options)
+    statistic = spec.of_mean
+    terms = spec.terms(fold, **options)
     if terms is None:
         return None
     statistic = statistic or (lambda mean: mean)
@@ -173,16 +114,17 @@ def _vectorised(fold: FoldPredictions, name: str, options: dict):
     """A function of the resample indices giving metric ``name`` on each, or None."""
     options = dict(options or {})
     function = options.pop("fn", name)
-    if function not in VECTORISED or fold.prior_train is not None:
+    resampled = getattr(METRICS.get(function), "resampled", None)
+    if resampled is None or fold.prior_train is not None:
         return None
     whole = np.arange(len(fold.y))[None, :]
-    value = VECTORISED[function](fold, whole, **options)
+    value = resampled(fold, whole, **options)
     if value is None:
         return None
     expected = fold.scores({name: {"fn": function, **options}})[name]
     if not np.isclose(value[0], expected, rtol=1e-9, atol=1e-12):
         return None
-    return lambda indices: VECTORISED[function](fold, indices, **options)
+    return lambda indices: resampled(fold, indices, **options)
 
 
 def _subset(fold: FoldPredictions, index: np.ndarray) -> FoldPredictions:

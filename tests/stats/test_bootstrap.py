@@ -7,6 +7,7 @@ from scipy import stats
 from calbench.conf_files import metric_sets
 from calbench.data.synthetic import SyntheticTrueMap, sample_labels
 from calbench.errors import CalbenchError
+from calbench.metrics import METRICS  # noqa: E402
 from calbench.metrics.binned import _binned_error, equal_size_order
 from calbench.results.predictions import FoldPredictions
 from calbench.simplex import softmax
@@ -17,6 +18,9 @@ from calbench.stats.bootstrap import (
     interval,
     resample_indices,
 )
+
+_PER_SAMPLE = {name for name, spec in METRICS.items() if spec.terms is not None}
+_RESAMPLED = {name for name, spec in METRICS.items() if spec.resampled is not None}
 
 
 def _fold(rng, n=1500, k=6, index=0, shift=2.0):
@@ -82,9 +86,7 @@ def test_fast_paths_equal_the_metric_recomputed_on_each_resample(rng, n):
     fold = _fold(rng, n=n)
     metrics = {**metric_sets()["default"], **BINNED_VARIANTS}
     names = [
-        m
-        for m, options in metrics.items()
-        if options.get("fn", m) in {*bootstrap.PER_SAMPLE, *bootstrap.VECTORISED}
+        m for m, options in metrics.items() if options.get("fn", m) in {*_PER_SAMPLE, *_RESAMPLED}
     ]
     assert {"confidence_ece_size15", "classwise_ece_size15", "classwise_ece"} <= set(names)
     boot = bootstrap_cell([fold], {m: metrics[m] for m in names}, 30, seed=4)
@@ -329,10 +331,10 @@ def test_every_metric_declares_how_it_resamples():
     every resample at once, recomputed whole on each, or no interval; each metric in exactly
     one of them."""
     from calbench.metrics import METRICS
-    from calbench.stats.bootstrap import NOT_RESAMPLED, PER_SAMPLE
-    from calbench.stats.resampled import RECOMPUTED, VECTORISED
+    from calbench.metrics.resampled import RECOMPUTED
+    from calbench.stats.bootstrap import NOT_RESAMPLED
 
-    kinds = [set(PER_SAMPLE), set(VECTORISED), set(RECOMPUTED), set(NOT_RESAMPLED)]
+    kinds = [set(_PER_SAMPLE), set(_RESAMPLED), set(RECOMPUTED), set(NOT_RESAMPLED)]
     undeclared = sorted(set(METRICS) - set().union(*kinds))
     assert not undeclared, f"declare how these resample: {undeclared}"
     twice = [m for m in METRICS if sum(m in kind for kind in kinds) > 1]
