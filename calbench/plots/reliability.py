@@ -9,9 +9,9 @@ import numpy as np
 from matplotlib.collections import LineCollection
 
 from calbench.metrics.binned import bin_statistics
+from calbench.metrics.resampled import binned_ece_replicates, binned_frequencies
 from calbench.metrics.smooth import smoothed_reliability
 from calbench.stats.bootstrap import BootstrapSettings, fold_indices, interval
-from calbench.stats.resampled import binned_ece_replicates, binned_frequencies
 
 
 def reliability_diagram(

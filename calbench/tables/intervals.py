@@ -40,6 +40,31 @@ class Replicates:
         return estimate, replicates, jackknife
 
 
+def _row_intervals(table: RankedTable, i: int, row, draws, settings) -> None:
+    """Row ``i``'s intervals, and which of its values the paired bootstrap cannot tell from
+    the row's best."""
+    replicates = {}
+    for j, source in enumerate(row):
+        if source is None:
+            continue
+        estimate, replicates[j], jackknife = draws.of(source)
+        # BCa needs the jackknife of a mean of per-sample terms; the others fall back.
+        bca_impossible = settings.method == "bca" and jackknife is None
+        method = "percentile" if bca_impossible else settings.method
+        table.lower[i, j], table.upper[i, j] = interval(
+            replicates[j], estimate, settings.alpha, method, jackknife
+        )
+    best = [j for j in replicates if table.ranks[i, j] == 1]
+    if not best:
+        return
+    for j in replicates:
+        if j == best[0] or math.isnan(table.ranks[i, j]):
+            continue
+        difference = replicates[j] - replicates[best[0]]
+        low, high = np.quantile(difference, [settings.alpha / 2, 1 - settings.alpha / 2])
+        table.tied_with_best[i, j] = low <= 0 <= high
+
+
 def add_intervals(
     table: RankedTable, store, checksums: dict[str, str], settings: BootstrapSettings
 ) -> RankedTable:
@@ -57,26 +82,7 @@ def add_intervals(
     draws = Replicates(store, checksums, settings)
     level = f"{100 * (1 - settings.alpha):g}%"
     for i, row in enumerate(table.sources):
-        replicates = {}
-        for j, source in enumerate(row):
-            if source is None:
-                continue
-            estimate, replicates[j], jackknife = draws.of(source)
-            # BCa needs the jackknife of a mean of per-sample terms; the others fall back.
-            bca_impossible = settings.method == "bca" and jackknife is None
-            method = "percentile" if bca_impossible else settings.method
-            table.lower[i, j], table.upper[i, j] = interval(
-                replicates[j], estimate, settings.alpha, method, jackknife
-            )
-        best = [j for j in replicates if table.ranks[i, j] == 1]
-        if not best:
-            continue
-        for j in replicates:
-            if j == best[0] or math.isnan(table.ranks[i, j]):
-                continue
-            difference = replicates[j] - replicates[best[0]]
-            low, high = np.quantile(difference, [settings.alpha / 2, 1 - settings.alpha / 2])
-            table.tied_with_best[i, j] = low <= 0 <= high
+        _row_intervals(table, i, row, draws, settings)
     bca = " (BCa for means of per-sample terms, e.g. log-loss; percentile for the others)"
     table.interval_note = (
         f"Brackets: {settings.describe()}{bca if settings.method == 'bca' else ''}; "

@@ -70,8 +70,41 @@ def write_tables(
     ``intervals``, each value gets its bootstrap interval and a mark where it cannot be
     told from the row's best (`calbench.tables.intervals`)."""
     results = Results.of(results_dir)
-    store = results.store
-    rows = results.rows()
+    wanted, rows = _wanted_experiments(results, experiment, echo)
+    todo = _table_specs(wanted, rows, intervals)
+    out_dir = Path(results_dir) / "tables"
+    written, built, skipped, damaged = [], [], [], []
+    for spec, part in todo:
+        for column, value in (spec.get("where") or {}).items():  # e.g. one prior shift
+            part = part[part[column] == value]
+        try:
+            if spec["layout"] == "risk_curve":
+                for one, piece in _per_network(spec, part):
+                    written += _write_curves(one, piece, Path(results_dir), formats, echo)
+                    if draw_curve is not None:  # the figure is the plots' (see the docstring)
+                        written += draw_curve(one, curve_frame(one, piece), Path(results_dir))
+                    built.append(one["name"])
+                continue
+            table = _built_table(spec, part, results.store, intervals)
+        except (DamagedCells, DamagedPredictions) as exc:
+            damaged.append(f"{spec['name']}: {' '.join(str(exc).split())}")
+            continue
+        except CalbenchError as exc:
+            skipped.append(f"{spec['name']}: {exc}")
+            continue
+        for fmt in formats:
+            path = out_dir / f"{spec['name']}.{fmt}"
+            atomic_write_text(path, RENDERERS[fmt](table))
+            written.append(path)
+        built.append(spec["name"])
+    _say_what_was_built(wanted, built, skipped, damaged, len(todo), echo)
+    return written
+
+
+def _wanted_experiments(results: Results, experiment, echo: bool):
+    """The experiments to tabulate (all stored, or ``experiment``) and the store's rows;
+    one line on cells a newer config superseded, one error where nothing is stored."""
+    store, rows = results.store, results.rows()
     old = results.superseded()
     if old and echo:
         print(
@@ -93,6 +126,11 @@ def write_tables(
             f"No results in {store.root} for {experiment or 'any experiment'} (experiments "
             f"stored: {known}); {hint}."
         )
+    return wanted, rows
+
+
+def _table_specs(wanted: list[str], rows, intervals) -> list[tuple[dict, object]]:
+    """(table spec, its experiment's rows): the paper layouts, else the generic ones."""
     paper = table_specs().values()
     todo = []
     for name in wanted:
@@ -103,48 +141,32 @@ def write_tables(
             # Its paper tables rank tasks (Kull's UCI study): the intervals belong to each
             # task's values, which the generic tables lay out.
             todo += [(s, part) for s in generic_specs(name, part)]
-    out_dir = Path(results_dir) / "tables"
-    written, built, skipped, damaged = [], [], [], []
-    for spec, part in todo:
-        for column, value in (spec.get("where") or {}).items():  # e.g. one prior shift
-            part = part[part[column] == value]
-        try:
-            if spec["layout"] == "risk_curve":
-                for one, piece in _per_network(spec, part):
-                    written += _write_curves(one, piece, Path(results_dir), formats, echo)
-                    if draw_curve is not None:  # the figure is the plots' (see the docstring)
-                        written += draw_curve(one, curve_frame(one, piece), Path(results_dir))
-                    built.append(one["name"])
-                continue
-            table = build_table(spec, part, higher_is_better)
-            table = mark_unconverged(mark_wrong_certainties(table, part), part)
-            if intervals is not None:
-                checksums = part.groupby("config_hash")["predictions_sha256"].first().to_dict()
-                table = add_intervals(table, store, checksums, intervals)
-        except (DamagedCells, DamagedPredictions) as exc:
-            damaged.append(f"{spec['name']}: {' '.join(str(exc).split())}")
-            continue
-        except CalbenchError as exc:
-            skipped.append(f"{spec['name']}: {exc}")
-            continue
-        for fmt in formats:
-            path = out_dir / f"{spec['name']}.{fmt}"
-            atomic_write_text(path, RENDERERS[fmt](table))
-            written.append(path)
-        built.append(spec["name"])
+    return todo
+
+
+def _built_table(spec: dict, part, store, intervals):
+    """One ranked table, its marks, and its intervals where asked for."""
+    table = build_table(spec, part, higher_is_better)
+    table = mark_unconverged(mark_wrong_certainties(table, part), part)
+    if intervals is not None:
+        checksums = part.groupby("config_hash")["predictions_sha256"].first().to_dict()
+        table = add_intervals(table, store, checksums, intervals)
+    return table
+
+
+def _say_what_was_built(wanted, built, skipped, damaged, n_specs: int, echo: bool) -> None:
     if echo:
         print(f"built {len(built)} table(s) for {', '.join(wanted)}: {', '.join(built) or '-'}")
         for reason in skipped:
             print(f"skipped {reason}")
     if damaged:  # the tables that could be built are written; these are not
         raise CalbenchError(
-            f"{len(damaged)} of {len(todo)} table(s) not built: stored files they read are "
+            f"{len(damaged)} of {n_specs} table(s) not built: stored files they read are "
             f"damaged ({damaged[0]}). `calbench store verify --repair` moves them aside; "
             "rerun their sweeps, then the tables."
         )
     if not built:
         raise CalbenchError("No table could be built: " + "; ".join(skipped))
-    return written
 
 
 def _per_network(spec: dict, rows) -> list[tuple[dict, object]]:
