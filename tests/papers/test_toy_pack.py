@@ -1,6 +1,6 @@
 """A researcher's own pack, found through ``CALBENCH_PAPER_PACKS`` with no edit anywhere
-else, brings every kind of part: a calibrator, a data-set loader, a protocol and a
-data-set view; its configs are on Hydra's search path and its run is stored and scored
+else, brings every kind of part: a calibrator, a data-set loader, a protocol, a
+data-set view and a metric; its configs are on Hydra's search path and its run is stored and scored
 like the library's."""
 
 import subprocess
@@ -19,6 +19,7 @@ import numpy as np
 
 from calbench.calibrators import Calibrator
 from calbench.data import Dataset
+from calbench.metrics import MetricSpec
 from calbench.runner.protocols import Fold, Member
 from calbench.simplex import softmax
 
@@ -57,6 +58,11 @@ def odd_even(dataset, seed=0):
     yield Fold(0, [member], dataset.y_test[1::2])
 
 
+def half_error(probs, y):
+    """The share of rows whose label's probability is under 0.9."""
+    return float(np.mean(probs[np.arange(len(y)), y] < 0.9))
+
+
 def doubled(dataset, value):
     """The logits times ``value``."""
     import dataclasses
@@ -70,12 +76,14 @@ CALIBRATORS = {"half_temperature": (HalfTemperature, {})}
 LOADERS = {"squares": load_squares}
 PROTOCOLS = {"odd_even": (odd_even, Dataset, ())}
 VIEWS = {"scaled": doubled}
+METRICS = {"half_error": MetricSpec(half_error, range=(0.0, 1.0))}
 '''
 
 CONFIGS = {
     "dataset/squares.yaml": "name: squares\nloader: squares\nn: 60\nscaled: 3.0\n",
     "method/half_temperature.yaml": "name: half_temperature\ncalibrator: half_temperature\n",
     "protocol/odd_even.yaml": "name: odd_even\ninner_folds: 2\naverage_inner_models: false\n",
+    "metrics/toy.yaml": "log_loss: {}\nhalf_error: {}\n",
 }
 
 
@@ -92,10 +100,10 @@ def toy_pack(tmp_path, monkeypatch):
     return pack
 
 
-def test_a_pack_brings_a_calibrator_a_loader_a_protocol_and_a_view(toy_pack, tmp_path):
+def test_a_pack_brings_a_calibrator_a_loader_a_protocol_a_view_and_a_metric(toy_pack, tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "calbench.cli", "run", "dataset=squares", "protocol=odd_even"]
-        + ["method=half_temperature", f"results_dir={tmp_path / 'results'}"],
+        + ["method=half_temperature", "metrics=toy", f"results_dir={tmp_path / 'results'}"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -111,6 +119,10 @@ def test_a_pack_brings_a_calibrator_a_loader_a_protocol_and_a_view(toy_pack, tmp
     logits[np.arange(len(i)), i % 3] = 3.0 * (1.0 + (i % 5)) / 2.0
     expected = -log_softmax(logits, axis=1)[np.arange(len(i)), i % 3].mean()
     assert value == pytest.approx(expected, rel=1e-12)
+    # The pack's metric, by hand: the label's probability under 0.9.
+    probs = np.exp(log_softmax(logits, axis=1))[np.arange(len(i)), i % 3]
+    half = rows.loc[rows["metric"] == "half_error", "value"].item()
+    assert half == np.mean(probs < 0.9) and 0 < half < 1
 
 
 def test_a_pack_may_not_take_a_library_name(toy_pack):
