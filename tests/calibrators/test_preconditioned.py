@@ -186,6 +186,7 @@ def test_odir_at_100_classes_reaches_a_long_reference_run(more_networks):
     assert fast.loss_ <= slow.loss_ * (1 + 1e-9)
 
 
+@pytest.mark.slow  # 11 s each on netcal's LeNet-5 CIFAR-100; the fits above keep the quick check
 @pytest.mark.parametrize("method", ["ms_odir", "dir_odir"])
 def test_odir_converges_at_a_weak_penalty_on_lenet5(more_networks, method):
     """netcal's LeNet-5 CIFAR-100 at lambda = mu = 0.01, where the rank-one preconditioner
