@@ -154,11 +154,23 @@ def _executor(folder: Path):
     return submitit.AutoExecutor(folder=str(folder), cluster="slurm")
 
 
-def _submit(executor, array: ArrayJob, conf: SlurmConf, run, tasks: list) -> list:
+def _submit(executor, array: ArrayJob, conf: SlurmConf, run) -> list:
+    """``array``'s tasks as one SLURM array job (one task: a plain job)."""
     executor.update_parameters(**sbatch_parameters(array, conf))
     with executor.batch():
-        jobs = [executor.submit(CellTask(run, task)) for task in tasks]
-    return jobs
+        return [executor.submit(CellTask(run, task)) for task in array.tasks]
+
+
+@dataclass
+class _Submitted:
+    """One task in SLURM: its job, its array's resources, its cells, how often it was
+    submitted again, and how often it was seen gone from the queue without its results."""
+
+    job: Any
+    array: ArrayJob
+    cells: list
+    attempt: int = 0
+    gone: int = 0
 
 
 def _in_queue(job_ids: list[str]) -> set[str]:
@@ -225,46 +237,44 @@ def on_slurm(run, args: list[tuple], methods: list[str], conf: SlurmConf, folder
 
 
 def _watched(executor, arrays: list[ArrayJob], run, conf: SlurmConf, n_cells: int) -> Iterator:
-    pending = []  # (job, array, cells, attempt, times seen gone without results)
-    for array in arrays:
-        for job, task in zip(
-            _submit(executor, array, conf, run, array.tasks), array.tasks, strict=True
-        ):
-            pending.append([job, array, task, 0, 0])
+    pending = [
+        _Submitted(job, array, cells)
+        for array in arrays
+        for job, cells in zip(_submit(executor, array, conf, run), array.tasks, strict=True)
+    ]
     print(
-        f"[slurm] {n_cells} cell(s) in {sum(len(a.tasks) for a in arrays)} task(s) of "
-        f"{len(arrays)} array job(s), submitted to SLURM",
+        f"[slurm] {n_cells} cell(s) in {len(pending)} task(s) of {len(arrays)} array job(s), "
+        "submitted to SLURM",
         file=sys.stderr,
         flush=True,
     )
     while pending:
-        queued = _in_queue([str(p[0].job_id) for p in pending])
+        queued = _in_queue([str(t.job.job_id) for t in pending])
         still = []
-        for entry in pending:
-            job, array, cells, attempt, gone = entry
-            if job.paths.result_pickle.exists():
-                yield from _results(job, cells)
-            elif str(job.job_id) in queued:
-                still.append(entry)
-            elif gone < 1:  # left the queue: its result file may be a moment behind
-                entry[4] += 1
-                still.append(entry)
-            elif attempt < int(conf.retries):
+        for task in pending:
+            if task.job.paths.result_pickle.exists():
+                yield from _results(task.job, task.cells)
+            elif str(task.job.job_id) in queued:
+                still.append(task)
+            elif task.gone < 1:  # left the queue: its result file may be a moment behind
+                task.gone += 1
+                still.append(task)
+            elif task.attempt < int(conf.retries):
                 print(
-                    f"[slurm] task {job.job_id} ended without its results; submitted again "
-                    f"({attempt + 1} of {conf.retries})",
+                    f"[slurm] task {task.job.job_id} ended without its results; submitted "
+                    f"again ({task.attempt + 1} of {conf.retries})",
                     file=sys.stderr,
                     flush=True,
                 )
-                again = _submit(
-                    executor, ArrayJob(array.resources, [cells], array.methods), conf, run, [cells]
-                )
-                still.append([again[0], array, cells, attempt + 1, 0])
+                alone = ArrayJob(task.array.resources, [task.cells], task.array.methods)
+                job = _submit(executor, alone, conf, run)[0]
+                still.append(_Submitted(job, task.array, task.cells, task.attempt + 1))
             else:
                 yield from _failed(
-                    cells,
-                    f"its SLURM task {job.job_id} ended without results {attempt + 1} time(s) "
-                    f"(killed, out of memory or time; see {job.paths.stderr})",
+                    task.cells,
+                    f"its SLURM task {task.job.job_id} ended without results "
+                    f"{task.attempt + 1} time(s) (killed, out of memory or time; see "
+                    f"{task.job.paths.stderr})",
                 )
         pending = still
         if pending:
