@@ -193,7 +193,7 @@ class Protocol:
             if kind is FeatureSet:
                 hint = "it trains a classifier, so it needs a feature set such as dataset=keel_iris"
             else:
-                hint = "it needs a model's scores; feature sets need protocol=kull_uci"
+                hint = "it needs a model's scores; feature sets need protocol=classifier_cv"
             raise CalbenchError(
                 f"protocol {self.name!r} does not fit data set {dataset.name!r}: {hint}."
             )

@@ -151,7 +151,7 @@ def test_protocol_and_data_kind_must_match(tmp_path):
     scores = load_dataset("synthetic_dirichlet", n_cal=300, n_test=300)
     with pytest.raises(CalbenchError, match="needs a feature set"):
         list(_protocol("classifier_cv").folds(scores))
-    with pytest.raises(CalbenchError, match="protocol=kull_uci"):
+    with pytest.raises(CalbenchError, match="protocol=classifier_cv"):
         list(_protocol("holdout").folds(iris()))
     with pytest.raises(CalbenchError, match="pick the classifier"):
         load_dataset("tabular", source="iris", classifier={"name": "none"})
