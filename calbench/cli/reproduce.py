@@ -7,6 +7,7 @@ import argparse
 import calbench.reproduce.run as service
 from calbench.cli.options import add_results_dir_option
 from calbench.reproduce.overview import write_index
+from calbench.reproduce.procedures import MODES
 from calbench.reproduce.published import presets
 from calbench.stats.bootstrap import BootstrapSettings
 
@@ -29,9 +30,15 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument(
         "--procedures",
-        action="store_true",
-        help="also run the PRESET_procedure* twins, which verify the stated causes (up to an "
-        "hour each; their stored cells are read either way)",
+        choices=MODES,
+        default="until_held",
+        help="how to run the PRESET_procedure* twins, the papers' own procedures whose spreads "
+        "verify the stated causes: until_held (default: seeds in doubling batches until the "
+        "spread holds each printed number), every_draw (all their seeds), none; their "
+        "stored cells are read either way",
+    )
+    parser.add_argument(
+        "--fast", action="store_true", help="run no procedure twin (--procedures none)"
     )
     parser.add_argument(
         "--if-present",
@@ -57,7 +64,7 @@ def main(argv: list[str]) -> None:
             args.results_dir,
             args.source_dir if name == names[0] else None,
             run=run,
-            procedures=args.procedures,
+            procedures="none" if args.fast else args.procedures,
             # A printed number is the same estimator on the same test set: compared with
             # the spread of calbench's estimate, not with the population error's interval.
             intervals=BootstrapSettings(method="recentred") if args.ci else None,

@@ -40,7 +40,7 @@ STATUSES = (
     "not run",
 )
 #: "cause not verified": a cause is stated and the procedure that would verify it is
-#: shipped, but its twin has not run here (`calbench reproduce PRESET --procedures`).
+#: shipped, but its twin has not run here (`calbench reproduce PRESET --fast`, or --no-run).
 DIFFERS = ("verified cause", "cause not verified", "unexplained")
 REPORT_COLUMNS = [
     "paper",

@@ -5,12 +5,14 @@ published number of its tables beside calbench's.
 --from DIR``: checksums verified). The preset then runs on the data sets of its sweep that
 are present (cells already stored are reused) and compares: minutes, not hours. The
 ``PRESET_procedure`` twins (the papers' own fitting procedures over seeds, whose spreads
-verify the stated causes; up to an hour each) run only with ``--procedures``; their stored
-cells are always read, and a row whose stated cause is not yet verified says what
-verifying it costs. Then ``results/reproduction/PRESET.csv`` and
-``.md`` get one row per published number (see `calbench.reproduce.comparison`).
-``calbench reproduce all`` does so for every preset with published numbers whose data are
-present, and writes ``results/reproduction/index.md``: one overview line per paper table.
+verify the stated causes) run next, each only until the spread of the seeds run holds
+every printed number it verifies (`calbench.reproduce.procedures`; ``--procedures
+every_draw`` runs all their seeds, ``--fast`` none); their stored cells are always read,
+and a row whose stated cause is not yet verified says what verifying it costs. Then
+``results/reproduction/PRESET.csv`` and ``.md`` get one row per published number (see
+`calbench.reproduce.comparison`). ``calbench reproduce all`` does so for every preset with
+published numbers whose data are present, and writes ``results/reproduction/index.md``: one
+overview line per paper table.
 """
 
 from __future__ import annotations
@@ -21,13 +23,12 @@ import time
 from pathlib import Path
 
 from calbench.atomic import atomic_write_text
-from calbench.conf_files import read_group, swept_values
 from calbench.errors import CalbenchError
 from calbench.packs import paper_packs
 from calbench.reproduce.comparison import compare
+from calbench.reproduce.procedures import run_procedures
 from calbench.reproduce.published import presets, published
 from calbench.reproduce.rendering import interval_summary, render_markdown, summary
-from calbench.reproduce.spreads import procedure_presets
 
 
 def presets_of_all() -> list[str]:
@@ -51,9 +52,9 @@ def preset_datasets(preset: str) -> list[str]:
     return sorted(name for name, used in experiments_using().items() if preset in used)
 
 
-def run_preset(preset: str, datasets: list[str], data_dir, results_dir) -> None:
-    """``calbench run -m experiment=PRESET dataset=...`` in a child process, so Hydra starts
-    clean and a failing cell reports as it does from the command line."""
+def run_preset(preset: str, datasets: list[str], data_dir, results_dir, overrides=()) -> None:
+    """``calbench run -m experiment=PRESET dataset=... [overrides]`` in a child process, so
+    Hydra starts clean and a failing cell reports as it does from the command line."""
     command = [
         sys.executable,
         "-m",
@@ -64,6 +65,7 @@ def run_preset(preset: str, datasets: list[str], data_dir, results_dir) -> None:
         f"dataset={','.join(datasets)}",
         f"data_dir={data_dir}",
         f"results_dir={results_dir}",
+        *overrides,
     ]
     print("running: calbench " + " ".join(command[3:]), flush=True)
     if subprocess.run(command).returncode != 0:
@@ -76,7 +78,7 @@ def reproduce(
     results_dir="results",
     source_dir=None,
     run=True,
-    procedures=False,
+    procedures="until_held",
     intervals=None,
 ):
     """Run (unless ``run`` is false) and compare; returns (report path, summary lines), or
@@ -109,8 +111,7 @@ def reproduce(
                 "(calbench data fetch NAME, or --from DIR) and run again."
             )
         run_preset(preset, present, data_dir, results_dir)
-        if procedures:
-            _run_procedures(preset, present, data_dir, results_dir)
+        run_procedures(preset, present, data_dir, results_dir, procedures)
     report = compare(preset, results_dir, intervals)
     lines = summary(report)
     if intervals is not None:
@@ -121,15 +122,6 @@ def reproduce(
             "(cells already stored are not rerun)."
         )
     return _write_report(preset, report, lines, results_dir), lines
-
-
-def _run_procedures(preset: str, present: list[str], data_dir, results_dir) -> None:
-    """The preset's ``PRESET_procedure*`` twins, on the present data sets each sweeps."""
-    for twin in procedure_presets(preset):
-        swept = swept_values(read_group("experiment")[twin], "dataset")
-        usable_by_twin = [d for d in present if d in swept]
-        if usable_by_twin:
-            run_preset(twin, usable_by_twin, data_dir, results_dir)
 
 
 def _write_report(preset: str, report, lines: list[str], results_dir) -> Path:

@@ -95,8 +95,8 @@ def procedure_presets(preset: str) -> list[str]:
 
 def procedure_minutes(twin: str) -> float | None:
     """Minutes the procedure twin takes on DenseNet-40 CIFAR-10 on 2 cores, as its paper
-    pack measured them (``pack.yaml``'s ``procedure_minutes``); `calbench reproduce` runs
-    the twins only when asked (``--procedures``) and says what verifying a cause costs."""
+    pack measured them (``pack.yaml``'s ``procedure_minutes``), for every draw: what
+    verifying a cause costs at most (`calbench.reproduce.procedures`)."""
     for pack in paper_packs().values():
         minutes = (pack.meta.get("procedure_minutes") or {}).get(twin)
         if minutes is not None:
@@ -120,8 +120,11 @@ def verify_hint(preset: str, method: str) -> str:
     if twin is None:
         return ""
     minutes = procedure_minutes(twin)
-    cost = f", about {minutes:g} minutes on 2 cores" if minutes else ""
-    return f"Verify with `calbench reproduce {preset} --procedures` ({twin}{cost}). "
+    cost = f"; all its seeds take about {minutes:g} minutes on 2 cores" if minutes else ""
+    return (
+        f"Verify with `calbench reproduce {preset}` (it runs {twin} until its spread "
+        f"holds the printed number{cost}). "
+    )
 
 
 def configured_draws(preset: str, method: str) -> set[str] | None:

@@ -506,12 +506,13 @@ def _intervals_hold_the_equal_numbers(results_dir, preset):
 def test_whole_preset_on_densenet40_every_difference_explained(
     tmp_path, published_logits, preset, at_least, verified
 ):
-    """`calbench reproduce PRESET` on DenseNet-40 CIFAR-10, its procedure twin included
-    (minutes: make test-slow): the numbers reproduced, a stated cause for every one that
-    differs, and each row marked verified inside the spread of the procedure it names."""
+    """`calbench reproduce PRESET` on DenseNet-40 CIFAR-10, its procedure twins run until
+    their spreads hold the printed numbers (minutes: make test-slow): the numbers
+    reproduced, a stated cause for every one that differs, and each row marked verified
+    inside the spread of the procedure it names."""
     from calbench.reproduce.run import reproduce
 
-    path, lines = reproduce(preset, published_logits, tmp_path, procedures=True)
+    path, lines = reproduce(preset, published_logits, tmp_path)
     report = pd.read_csv(path.with_suffix(".csv"), keep_default_na=False, dtype=str)
     ran = report[report["status"] != "not run"]
     assert set(ran["dataset"]) == {"c10_densenet40"}
@@ -538,21 +539,62 @@ def test_whole_preset_on_densenet40_every_difference_explained(
     assert "differ:" in lines[0] and "Reproduction of" in path.read_text()
 
 
-def test_reproduce_runs_no_procedure_twin_unless_asked(tmp_path, monkeypatch):
-    """`calbench reproduce PRESET` runs the preset (minutes); the twins (up to an hour each)
-    run with --procedures only, and an unverified stated cause says what verifying costs."""
+def _recorded_runs(monkeypatch, held_after=None):
+    """`calbench.reproduce.run.reproduce` on kull_deepnet with the runs recorded, not run;
+    ``held_after``: the methods still unheld after each batch (`not_yet_held`'s answers)."""
+    import calbench.reproduce.procedures as procedures_module
     import calbench.reproduce.run as run_module
 
     ran = []
-    monkeypatch.setattr(run_module, "run_preset", lambda preset, *args: ran.append(preset))
+    def record(preset, datasets, data_dir, results_dir, overrides=()):
+        ran.append((preset, *overrides))
+
+    monkeypatch.setattr(run_module, "run_preset", record)
     monkeypatch.setattr("calbench.data.install.usable_sets", lambda wanted, d: ["c10_densenet40"])
-    run_module.reproduce("kull_deepnet", tmp_path, tmp_path)
-    assert ran == ["kull_deepnet"]
-    ran.clear()
-    run_module.reproduce("kull_deepnet", tmp_path, tmp_path, procedures=True)
-    assert ran == ["kull_deepnet", "kull_deepnet_procedure"]
+    if held_after is not None:
+        answers = iter(held_after)
+        monkeypatch.setattr(procedures_module, "not_yet_held", lambda *a: next(answers))
+    return run_module, ran
+
+
+def test_reproduce_fast_runs_no_procedure_twin(tmp_path, monkeypatch):
+    """--fast runs the preset only, and an unverified stated cause says what verifying it
+    takes."""
+    run_module, ran = _recorded_runs(monkeypatch)
+    run_module.reproduce("kull_deepnet", tmp_path, tmp_path, procedures="none")
+    assert ran == [("kull_deepnet",)]
     hint = spreads_module.verify_hint("kull_deepnet", "vs_kull_keras")
     assert hint == (
-        "Verify with `calbench reproduce kull_deepnet --procedures` (kull_deepnet_procedure, "
-        "about 60 minutes on 2 cores). "
+        "Verify with `calbench reproduce kull_deepnet` (it runs kull_deepnet_procedure until its "
+        "spread holds the printed number; all its seeds take about 60 minutes on 2 cores). "
     )
+
+
+def test_procedures_run_in_doubling_batches_only_for_methods_not_yet_held(tmp_path, monkeypatch):
+    """Seeds 15-16 for the four methods; 17-18 for the two still unheld; 19-22 for the last;
+    then it stops: a spread of a subset of the seeds holds whatever it holds for all 40."""
+    keras = ["vs_kull_keras", "ms_odir_kull_keras_tuned", "dir_odir_kull_keras_tuned"]
+    run_module, ran = _recorded_runs(monkeypatch, [keras[:2], keras[:1], []])
+    run_module.reproduce("kull_deepnet", tmp_path, tmp_path)
+    twin = "kull_deepnet_procedure"
+    assert ran == [
+        ("kull_deepnet",),
+        (twin, f"method={','.join([*keras, 'dir_l2_kull_keras'])}", "method.params.seed=15,16"),
+        (twin, f"method={','.join(keras[:2])}", "method.params.seed=17,18"),
+        (twin, "method=vs_kull_keras", "method.params.seed=19,20,21,22"),
+    ]
+
+
+def test_a_number_never_held_costs_every_seed_once(tmp_path, monkeypatch):
+    """Batches of 2, 2, 4, 8, 16 and the last 8: seeds 15 to 54, each run once."""
+    run_module, ran = _recorded_runs(monkeypatch, [["vs_kull_keras"]] * 6)
+    run_module.reproduce("kull_deepnet", tmp_path, tmp_path)
+    seeds = [int(s) for run in ran[1:] for s in run[2].split("=")[1].split(",")]
+    assert seeds == list(range(15, 55))
+    assert [len(run[2].split(",")) for run in ran[1:]] == [2, 2, 4, 8, 16, 8]
+
+
+def test_every_draw_runs_the_whole_twin(tmp_path, monkeypatch):
+    run_module, ran = _recorded_runs(monkeypatch)
+    run_module.reproduce("kull_deepnet", tmp_path, tmp_path, procedures="every_draw")
+    assert ran == [("kull_deepnet",), ("kull_deepnet_procedure",)]
