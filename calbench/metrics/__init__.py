@@ -29,6 +29,7 @@ from calbench.metrics.consistency import (
     confidence_ece_accepted,
     confidence_ece_p_value,
 )
+from calbench.metrics.debiased import debiased_ece
 from calbench.metrics.decomposition import (
     brier_reliability,
     brier_resolution,
@@ -121,6 +122,7 @@ LIBRARY_METRICS = {
     "ks_error": MetricSpec(ks_error, "lower", UNIT, resampled=ks_error_replicates),
     "kuiper_error": MetricSpec(kuiper_error, "lower", (0.0, 2.0)),
     "smooth_ece": MetricSpec(smooth_ece, "lower", UNIT),
+    "debiased_ece": MetricSpec(debiased_ece, "lower", UNIT),
     # Berta et al.'s calibration-refinement split (calibration + refinement = the loss).
     "calibration_log_loss": MetricSpec(calibration_log_loss, "lower", (-INF, INF)),
     "refinement_log_loss": MetricSpec(refinement_log_loss, "lower", (0.0, INF)),
@@ -269,6 +271,7 @@ __all__ = [
     "confidence_ece_p_value",
     "confidence_ece_sweep",
     "confidence_variance",
+    "debiased_ece",
     "empirical_risk",
     "evaluate",
     "kde_ece",
