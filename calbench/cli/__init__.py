@@ -47,7 +47,8 @@ COMMANDS = {
     "leaderboard": "leaderboard",
     "claims": "claims",
     "import": "import_results",  # not cli/import.py: a keyword
-    "list": "listing",  # not cli/list.py: the package attribute would hide the builtin
+    "list": "listing",
+    "metric-truth": "metric_truth",  # not cli/list.py: the package attribute would hide the builtin
 }
 
 

@@ -1,0 +1,138 @@
+"""Which calibration number to trust: every calibration-error estimator of calbench measured
+against the population value it estimates, on tasks whose true probabilities are known
+(`calbench.studies.truth_tasks`).
+
+For each task (classes x model) and calibrator, the calibrator is fitted once on a
+calibration set; its population values come from a large sample of the task. Then test sets
+of each size are drawn; on each, every calibrator's outputs are scored by every estimator
+(the same test rows for every calibrator, so their orderings are paired), and for the sizes
+up to `INTERVAL_MAX_ROWS` calbench's 95% bootstrap intervals (percentile and recentred) are
+drawn for the estimators with a resampled form. `summarise` turns the rows into bias,
+standard deviation, RMSE, interval coverage and the share of calibrator pairs ordered as the
+truth orders them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from calbench.calibrators.registry import registered_calibrator
+from calbench.metrics import evaluate
+from calbench.results.predictions import FoldPredictions
+from calbench.simplex import softmax
+from calbench.stats.bootstrap import bootstrap_cell, interval
+from calbench.studies.truth_tasks import MODELS, TruthTask, population_errors
+
+#: Estimator -> (metric options as a metric set holds them, the population value it estimates).
+ESTIMATORS = {
+    "ece_5_width": ({"fn": "confidence_ece", "n_bins": 5}, "tce"),
+    "ece_15_width": ({"fn": "confidence_ece", "n_bins": 15}, "tce"),
+    "ece_30_width": ({"fn": "confidence_ece", "n_bins": 30}, "tce"),
+    "ece_15_mass": ({"fn": "confidence_ece", "n_bins": 15, "binning": "equal_size"}, "tce"),
+    "ece_sweep": ({"fn": "confidence_ece_sweep"}, "tce"),
+    "kde_ece": ({"fn": "kde_ece"}, "tce"),
+    "ece2_15_width": ({"fn": "confidence_ece", "n_bins": 15, "alpha": 2}, "tce2"),
+    "debiased_ece": ({"fn": "debiased_ece"}, "tce2"),
+    "cw_ece_15_width": ({"fn": "classwise_ece", "n_bins": 15}, "cwce"),
+    "cw_ece_15_mass": ({"fn": "classwise_ece", "n_bins": 15, "binning": "equal_size"}, "cwce"),
+    "ks_error": ({"fn": "ks_error"}, "ks"),
+    "kuiper_error": ({"fn": "kuiper_error"}, "kuiper"),
+    "smooth_ece": ({"fn": "smooth_ece"}, "smooth"),
+}
+#: Estimators whose bootstrap is drawn for all resamples at once (fast enough to draw on
+#: every test set up to `INTERVAL_MAX_ROWS`).
+WITH_INTERVALS = ("ece_15_width", "ece_15_mass", "cw_ece_15_width", "ks_error")
+INTERVAL_MAX_ROWS = 10_000
+INTERVAL_METHODS = ("percentile", "recentred")
+#: The calibrators compared (method name -> calibrator and its parameters).
+CALIBRATORS = {
+    "uncal": ("uncal", {}),
+    "ts": ("ts", {}),
+    "isotonic": ("isotonic", {}),
+    "histbin": ("histbin_width", {"n_bins": 15}),
+}
+
+
+@dataclass(frozen=True)
+class StudySize:
+    """How large the study is: classes, test sizes with their draws, the calibration and
+    population sample sizes, bootstrap resamples."""
+
+    classes: tuple = (2, 10, 100)
+    draws: tuple = ((100, 40), (1_000, 40), (10_000, 10), (100_000, 2))
+    calibration_rows: int = 5_000
+    population_rows: int = 400_000
+    resamples: int = 200
+
+
+SIZES = {
+    "default": StudySize(),
+    "quick": StudySize(
+        classes=(2, 10), draws=((100, 10), (1_000, 5)), population_rows=50_000, resamples=100
+    ),
+}
+
+
+def run_study(size: StudySize, seed: int = 0, progress=None) -> pd.DataFrame:
+    """One row per (task, calibrator, test size, draw, estimator): its estimate, the
+    population value, and the intervals where drawn."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in size.classes:
+        for model in MODELS:
+            task = TruthTask(k, model)
+            fitted, truths = _fit_calibrators(task, size, rng)
+            for n, draws in size.draws:
+                for draw in range(draws):
+                    logits, q, y = task.draw(n, rng)
+                    for method, calibrator in fitted.items():
+                        probs = calibrator.predict_proba(logits)
+                        base = (task.n_classes, task.model, method, n, draw)
+                        rows += _scored(base, probs, softmax(logits), y, truths[method], size)
+                if progress:
+                    progress(f"{task.name}: {draws} test sets of {n:,} rows")
+    columns = ["classes", "model", "calibrator", "rows", "draw", "estimator", "estimate"]
+    columns += ["truth", *[f"{m}_{e}" for m in INTERVAL_METHODS for e in ("low", "high")]]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _fit_calibrators(task: TruthTask, size: StudySize, rng):
+    """Each calibrator fitted on one calibration set, and its population values."""
+    logits, _, y = task.draw(size.calibration_rows, rng)
+    population = task.draw(_population_rows(task, size), rng)
+    fitted, truths = {}, {}
+    for method, (name, params) in CALIBRATORS.items():
+        fitted[method] = registered_calibrator(name, **params).fit(logits, y)
+        outputs = fitted[method].predict_proba(population[0])
+        truths[method] = population_errors(outputs, population[1])
+    return fitted, truths
+
+
+def _population_rows(task: TruthTask, size: StudySize) -> int:
+    """The population sample, smaller for many classes (its k x M outputs held at once)."""
+    return max(size.population_rows * 10 // max(task.n_classes, 10), 50_000)
+
+
+def _scored(base, probs, uncalibrated, y, truths, size: StudySize) -> list:
+    """The rows of one calibrator on one test set."""
+    metrics = {name: options for name, (options, _) in ESTIMATORS.items()}
+    values = evaluate(metrics, probs, y=y)
+    bounds = {}
+    if len(y) <= INTERVAL_MAX_ROWS:
+        fold = FoldPredictions(0, y, probs, uncalibrated, loss=np.zeros(0))
+        chosen = {name: metrics[name] for name in WITH_INTERVALS}
+        boot = bootstrap_cell([fold], chosen, n_resamples=size.resamples, seed=base[-1])
+        for name in WITH_INTERVALS:
+            bounds[name] = [
+                bound
+                for method in INTERVAL_METHODS
+                for bound in interval(boot.replicates[name], boot.estimate[name], method=method)
+            ]
+    nan = [np.nan] * 2 * len(INTERVAL_METHODS)
+    return [
+        [*base, name, values[name], truths[estimand], *bounds.get(name, nan)]
+        for name, (_, estimand) in ESTIMATORS.items()
+    ]
