@@ -26,6 +26,7 @@ ROOMS = (
     "calbench/tables",
     "calbench/metrics",
     "calbench/stats",
+    "calbench/studies",
     "calbench/calibrators",
     "hydra_plugins",
 )

@@ -12,7 +12,7 @@ from calbench.reproduce.published import presets
 from calbench.stats.bootstrap import BootstrapSettings
 
 
-def main(argv: list[str]) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calbench reproduce",
         description=service.__doc__,
@@ -52,7 +52,11 @@ def main(argv: list[str]) -> None:
         "test sets (bootstrap from the stored predictions, recentred on the estimate) and "
         "whether the printed number lies in it",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> None:
+    args = _parser().parse_args(argv)
     run = False if args.no_run else ("if-present" if args.if_present else True)
     names = service.presets_of_all() if args.preset == "all" else (args.preset,)
     if args.preset == "all" and run is True:

@@ -7,28 +7,27 @@ from calbench.plots.output import save_figure  # first: the headless backend  # 
 
 import matplotlib.pyplot as plt
 
-from calbench.studies.metric_truth import ESTIMATORS
-
 #: One colour per estimand, one line style per estimator within it.
 _COLOURS = {"tce": "C0", "tce2": "C1", "cwce": "C2", "ks": "C3", "kuiper": "C4", "smooth": "C5"}
 _STYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (1, 1)))
 
 
-def _styles() -> dict:
+def _styles(estimands: dict) -> dict:
     seen: dict[str, int] = {}
     out = {}
-    for name, (_, estimand) in ESTIMATORS.items():
+    for name, estimand in estimands.items():
         out[name] = (_COLOURS[estimand], _STYLES[seen.get(estimand, 0) % len(_STYLES)])
         seen[estimand] = seen.get(estimand, 0) + 1
     return out
 
 
-def metric_truth_figure(accuracy, ordering, out_dir) -> list:
+def metric_truth_figure(accuracy, ordering, estimands: dict, out_dir) -> list:
     """RMSE per number of classes (log-log) and the ordering agreement pooled over classes,
-    against the test size; PNG and PDF under ``out_dir``."""
+    against the test size; PNG and PDF under ``out_dir``. ``estimands``: estimator -> the
+    population value it estimates (one colour each)."""
     classes = sorted(accuracy["classes"].unique())
     fig, axes = plt.subplots(1, len(classes) + 1, figsize=(4.2 * (len(classes) + 1), 4.2))
-    styles = _styles()
+    styles = _styles(estimands)
     for ax, k in zip(axes, classes, strict=False):
         part = accuracy[accuracy["classes"] == k]
         for name, (colour, style) in styles.items():

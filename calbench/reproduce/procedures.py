@@ -22,11 +22,10 @@ MODES = ("until_held", "every_draw", "none")
 FIRST_BATCH = 2
 
 
-def run_procedures(preset: str, present: list[str], data_dir, results_dir, mode: str) -> None:
+def run_procedures(preset, present, data_dir, results_dir, mode: str, run_preset) -> None:
     """The preset's procedure twins on the present data sets each sweeps, as ``mode`` says
-    (`MODES`)."""
-    from calbench.reproduce.run import run_preset  # run imports this module
-
+    (`MODES`), each sweep run by ``run_preset(twin, datasets, data_dir, results_dir,
+    overrides)`` (`calbench.reproduce.run.run_preset`)."""
     configs = read_group("experiment")
     for twin in procedure_presets(preset):
         datasets = [d for d in present if d in swept_values(configs[twin], "dataset")]

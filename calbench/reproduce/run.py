@@ -111,7 +111,7 @@ def reproduce(
                 "(calbench data fetch NAME, or --from DIR) and run again."
             )
         run_preset(preset, present, data_dir, results_dir)
-        run_procedures(preset, present, data_dir, results_dir, procedures)
+        run_procedures(preset, present, data_dir, results_dir, procedures, run_preset)
     report = compare(preset, results_dir, intervals)
     lines = summary(report)
     if intervals is not None:

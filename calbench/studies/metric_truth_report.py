@@ -197,4 +197,5 @@ def write_study(rows: pd.DataFrame, out_dir, command: str) -> list:
     atomic_write_text(written[0], "\n".join(parts))
     for frame, path in zip((acc, cov, order), written[1:], strict=True):
         atomic_write_text(path, frame.to_csv(index=False))
-    return written + metric_truth_figure(acc, order, out)
+    estimands = {name: estimand for name, (_, estimand) in ESTIMATORS.items()}
+    return written + metric_truth_figure(acc, order, estimands, out)
