@@ -44,7 +44,7 @@ ESTIMATORS = {
     "smooth_ece": ({"fn": "smooth_ece"}, "smooth"),
 }
 #: Estimators whose bootstrap is drawn for all resamples at once (fast enough to draw on
-#: every test set up to `INTERVAL_MAX_ROWS`).
+#: every test set up to `INTERVAL_MAX_SCORES`).
 WITH_INTERVALS = ("ece_15_width", "ece_15_mass", "cw_ece_15_width", "ks_error")
 #: Intervals are drawn on test sets of at most this many scores (rows x classes): the
 #: classwise bootstrap of 100 classes on 10,000 rows would take most of the study's time.
