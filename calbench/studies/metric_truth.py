@@ -7,9 +7,9 @@ calibration set; its population values come from a large sample of the task. The
 of each size are drawn; on each, every calibrator's outputs are scored by every estimator
 (the same test rows for every calibrator, so their orderings are paired), and for the sizes
 up to `INTERVAL_MAX_SCORES` calbench's 95% bootstrap intervals (percentile and recentred) are
-drawn for the estimators with a resampled form. `summarise` turns the rows into bias,
-standard deviation, RMSE, interval coverage and the share of calibrator pairs ordered as the
-truth orders them.
+drawn for the estimators with a resampled form. `calbench.studies.metric_truth_report` turns
+the rows into bias, standard deviation, RMSE, interval coverage and the share of calibrator
+pairs ordered as the truth orders them.
 """
 
 from __future__ import annotations
