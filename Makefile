@@ -118,6 +118,10 @@ bench:
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
 	$(PYTHON) -m benchmarks.bench_calarena --out $(RESULTS)/bench
+	$(PYTHON) -m benchmarks.bench_calarena --methods ts vs_logp svs sms --repeats 5 \
+	    --pickle $(DATA)/logits/probs_densenet40_c10_logits.p \
+	    --npz $(DATA)/more_networks/netcal/densenet-bc-100-cifar-100.npz \
+	    --stem calarena_speed_networks --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_venn_abers.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_tables.py --out $(RESULTS)/bench
 	$(PYTHON) -m benchmarks.bench_sweep --out $(RESULTS)/bench
@@ -129,7 +133,8 @@ bench:
 	    $(RESULTS)/bench/many_classes.md $(RESULTS)/bench/many_classes_2000.md \
 	    $(RESULTS)/bench/neighbourhood.md \
 	    $(RESULTS)/bench/hoki.md $(RESULTS)/bench/venn_abers.md $(RESULTS)/bench/tables.md \
-	    $(RESULTS)/bench/calarena_speed.md $(RESULTS)/bench/sweep.md $(RESULTS)/bench/arena_store.md \
+	    $(RESULTS)/bench/calarena_speed.md $(RESULTS)/bench/calarena_speed_networks.md \
+	    $(RESULTS)/bench/sweep.md $(RESULTS)/bench/arena_store.md \
 	    $(RESULTS)/bench/presets.md $(RESULTS)/bench/tour.md > $(RESULTS)/bench/summary.md
 
 # On a machine with a CUDA GPU: ms_odir at ImageNet shape on the device against its CPU

@@ -2,6 +2,9 @@
 
     python benchmarks/bench_calarena.py [--pickle FILE] [--npz FILE] [--methods ...] --out DIR
 
+(`make bench` runs it twice: every method on the seeded shapes, and TS, VS, SVS and SMS
+on the two networks' files under ``$(DATA)`` where they are present.)
+
 Each method is timed as CalArena times it (fit then predict on the test part, best of
 ``--repeats``), on the same float32 probabilities for both engines, at two shapes: 10
 classes (Kull et al.'s DenseNet-40 CIFAR-10 pickle with ``--pickle``, else seeded
@@ -14,6 +17,7 @@ held-out float32 log-loss of both is reported beside it.
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
 import time
 import warnings
@@ -48,8 +52,16 @@ PEERS = {
 }
 
 
+def _present(path, which):
+    """``path`` where it names a file; else None, said, so the seeded shape stands in."""
+    if path and not os.path.isfile(path):
+        print(f"{which} {path} not found: seeded logits instead", flush=True)
+        return None
+    return path
+
+
 def _shapes(args):
-    if args.pickle:
+    if _present(args.pickle, "--pickle"):
         with open(args.pickle, "rb") as f:
             (zc, yc), (zt, yt) = pickle.load(f, encoding="latin1")
         yield (
@@ -62,7 +74,7 @@ def _shapes(args):
     else:
         zc, yc, zt, yt = overconfident_logits("cifar10")
         yield "seeded 5000 x 10", float32_softmax(zc), yc, float32_softmax(zt), yt
-    if args.npz:
+    if _present(args.npz, "--npz"):
         from calbench.data.split import split_rows
 
         data = np.load(args.npz)  # netcal's files: predictions, ground_truth
@@ -99,6 +111,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", default=list(PEERS))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default="results/bench")
+    parser.add_argument("--stem", default="calarena_speed", help="the result files' name")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     records = []
@@ -132,7 +145,7 @@ def main() -> None:
             )
             print(records[-1], flush=True)
     title = "calbench against probmetrics (CalArena's engine): fit + predict, best of turns"
-    print(write_results(records, args.out, "calarena_speed", title))
+    print(write_results(records, args.out, args.stem, title))
 
 
 if __name__ == "__main__":

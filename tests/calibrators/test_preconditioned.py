@@ -128,6 +128,57 @@ def test_the_preconditioner_maps_are_inverse_and_its_gradient_the_chain_rule(rng
     assert (coordinates.gradient(g) * direction).sum() == pytest.approx(numeric, rel=1e-7)
 
 
+def test_the_strict_row_test_bounds_the_weights_gradient(rng):
+    """`RowPreconditioner.strict`: a gradient in its coordinates of at most ``share`` in
+    every entry is one in the weights of at most 1 (``grad_a = L grad_theta``), the bound
+    tight within a factor of a few for the worst sign pattern."""
+    x, _ = _probability_data(rng, n=300, k=6)
+    xt = np.hstack([x, np.ones((300, 1))])
+    rows = RowPreconditioner(xt, softmax(x), np.full((6, 7), 0.1))
+    strict = rows.strict()
+    assert rows.gradient_share == 1.0 and strict.gradient_share < 1.0
+    share = strict.gradient_share
+    # L, column by column: grad_a = L grad_theta, so L e_j is theta's unit gradient mapped.
+    basis = np.eye(42).reshape(42, 6, 7)
+    mapped = np.array([_to_weights_gradient(strict, e) for e in basis]).reshape(42, 42).T
+    worst = np.abs(mapped).sum(axis=1).max()  # the largest entry over grad_theta in [-1, 1]
+    assert worst * share <= 1.0 + 1e-12
+    assert worst * share >= 0.2
+
+
+def _to_weights_gradient(coordinates, grad_theta):
+    """``L grad_theta``: the inverse of `gradient` (``L^-1 grad_a``), by solving for it."""
+    flat = grad_theta.ravel()
+    columns = np.array(
+        [
+            coordinates.gradient(e).ravel()
+            for e in np.eye(flat.size).reshape((flat.size,) + grad_theta.shape)
+        ]
+    ).T
+    return np.linalg.solve(columns, flat).reshape(grad_theta.shape)
+
+
+def test_a_round_that_stopped_short_of_tol_goes_on_without_exact_blocks(monkeypatch):
+    """SMS at 100 classes (netcal-like float32 probabilities): the first round stops on
+    its own gradient test with the weights' above tol and no round runs out of steps, so
+    the rounds that go on use the rows' strict test and build no `BlockPreconditioner`
+    (two such builds for two steps were 70% of the fit); the fit still meets tol."""
+    from calbench.calibrators.solvers import preconditioners
+
+    built = []
+    plain = preconditioners.BlockPreconditioner.__init__
+
+    def counted(self, *args):
+        built.append(1)
+        plain(self, *args)
+
+    monkeypatch.setattr(preconditioners.BlockPreconditioner, "__init__", counted)
+    x, y = _probability_data(np.random.default_rng(3), n=2000, k=60)
+    model = make_calibrator("sms").fit(x, y)
+    assert built == []
+    assert model.gradient_max_ <= model.tol
+
+
 def test_the_block_preconditioner_whitens_each_rows_block_exactly(rng):
     """`BlockPreconditioner`: inverse maps, the chain rule, and in its coordinates each
     class row's Hessian block (plus the ridge) is the identity, which the rank-one model

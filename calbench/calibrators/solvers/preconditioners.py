@@ -4,6 +4,8 @@ the map's weights and a gradient back."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 #: Classes a chunk of `BlockPreconditioner`'s products (bounding its temporary array).
@@ -56,8 +58,19 @@ class RowPreconditioner:
         self.gamma = xp.sqrt(1.0 + beta) - 1.0
 
     #: The share of ``tol`` a round's gradient test in these coordinates takes
-    #: (`BlockPreconditioner.gradient_share`); rounds here stop at ``tol`` itself.
+    #: (`BlockPreconditioner.gradient_share`); a first round here stops at ``tol`` itself.
     gradient_share = 1.0
+
+    def strict(self) -> RowPreconditioner:
+        """These coordinates with the gradient test that bounds the weights' gradient by
+        ``tol``, for a round after the first: where one stopped on ``tol`` itself with the
+        weights' gradient above it, the same test at the same point would stop at once."""
+        # ``grad_a = R (I + gamma u u^T) grad_theta``: each entry at most its row's sum of
+        # absolute values times the largest entry of ``grad_theta``.
+        spread = self.gamma * abs(self.unit) * abs(self.unit).sum(axis=1, keepdims=True)
+        strict = copy.copy(self)
+        strict.gradient_share = 1.0 / float((self.root * (1.0 + spread)).max())
+        return strict
 
     def _along(self, rows):
         return self.unit * (self.unit * rows).sum(axis=1, keepdims=True)
