@@ -228,6 +228,7 @@ RECOMPUTED = (
     "classwise_ece_p_value",
     "confidence_ece_p_value",
     "confidence_ece_sweep",
+    "debiased_ece",
     "kde_ece",
     "kuiper_error",
     "refinement_brier",
