@@ -98,7 +98,7 @@ report:
 FROM ?=
 
 reproduce:
-	calbench reproduce all --procedures --data-dir $(DATA) --results-dir $(RESULTS) $(if $(FROM),--from $(FROM))
+	calbench reproduce all --procedures every_draw --data-dir $(DATA) --results-dir $(RESULTS) $(if $(FROM),--from $(FROM))
 
 # Kull's UCI study (Tables 1-2): 11 classifiers trained on 20 sets, about 16 minutes on 2 cores.
 reproduce-uci:

@@ -30,6 +30,13 @@ here): the pinned fit's held-out log-loss was 0.22701801 on both, and 12 child p
 there gave one fit; that machine's own arithmetic gave 0.22701458 on its 16 threads and
 0.22723905 on 2. Where torch has no AVX2 kernels (ARM, or an older x86 CPU) the fit runs in
 this process, with one warning that its float32 trajectory may differ from CalArena's.
+
+Not every AVX2-capable CPU gives the third row. On an AMD EPYC with AVX-512 (2 cores, torch
+2.13.0+cpu, 2026-11-29) the pinned SMS fit gave 0.2205988 (held-out log-loss; CalArena
+0.2206202, 2.1e-5 away, outside the 5e-6 tolerance), while the same fit in the process's own
+arithmetic (AVX-512, 2 threads; calbench b9cdbcb, before pinning) gave 0.2206202: MKL's
+conditional reproducibility holds within a CPU vendor's code paths, not across them, so
+calarena_cv reads 70 of 76 there instead of 73.
 """
 
 from __future__ import annotations
