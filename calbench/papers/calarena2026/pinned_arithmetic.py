@@ -34,9 +34,9 @@ this process, with one warning that its float32 trajectory may differ from CalAr
 Not every AVX2-capable CPU gives the third row. On an AMD EPYC with AVX-512 (2 cores, torch
 2.13.0+cpu, 2026-11-29) the pinned SMS fit gave 0.2205988 (held-out log-loss; CalArena
 0.2206202, 2.1e-5 away, outside the 5e-6 tolerance), while the same fit in the process's own
-arithmetic (AVX-512, 2 threads; calbench b9cdbcb, before pinning) gave 0.2206202: MKL's
-conditional reproducibility holds within a CPU vendor's code paths, not across them, so
-calarena_cv reads 70 of 76 there instead of 73.
+arithmetic (AVX-512, 2 threads; calbench b9cdbcb, before pinning) gave 0.2206202: the
+pinned environment does not fix the float32 trajectory across these CPUs (which kernel
+differs was not traced), so calarena_cv reads 70 of 76 there instead of 73.
 """
 
 from __future__ import annotations
