@@ -37,6 +37,11 @@ from calbench.metrics.decomposition import (
 )
 from calbench.metrics.kde import kde_ece
 from calbench.metrics.ks import ks_error, kuiper_error
+from calbench.metrics.lp_calibration import (
+    lp_calibration_error,
+    overconfidence_error,
+    underconfidence_error,
+)
 from calbench.metrics.refinement import (
     calibration_brier,
     calibration_log_loss,
@@ -126,6 +131,10 @@ LIBRARY_METRICS = {
     "refinement_log_loss": MetricSpec(refinement_log_loss, "lower", (0.0, INF)),
     "calibration_brier": MetricSpec(calibration_brier, "lower", (-2.0, 2.0)),
     "refinement_brier": MetricSpec(refinement_brier, "lower", (0.0, 2.0)),
+    # Berta et al. 2026's variational Lp calibration error and its top-class split.
+    "lp_calibration_error": MetricSpec(lp_calibration_error, "lower", (-2.0, 2.0)),
+    "overconfidence_error": MetricSpec(overconfidence_error, "lower", (-1.0, 1.0)),
+    "underconfidence_error": MetricSpec(underconfidence_error, "lower", (-1.0, 1.0)),
     # Murphy's decomposition of the Brier score, exact with Stephenson et al.'s within-bin term.
     "brier_reliability": MetricSpec(brier_reliability, "lower", (0.0, 2.0)),
     "brier_resolution": MetricSpec(brier_resolution, "higher", (0.0, 2.0)),
@@ -275,8 +284,10 @@ __all__ = [
     "ks_error",
     "kuiper_error",
     "log_loss",
+    "lp_calibration_error",
     "mce",
     "model_risk",
+    "overconfidence_error",
     "refinement_brier",
     "refinement_log_loss",
     "risk_gap",
@@ -284,4 +295,5 @@ __all__ = [
     "top1_brier",
     "true_classwise_ce",
     "true_confidence_ce",
+    "underconfidence_error",
 ]

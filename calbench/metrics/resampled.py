@@ -230,10 +230,13 @@ RECOMPUTED = (
     "confidence_ece_sweep",
     "kde_ece",
     "kuiper_error",
+    "lp_calibration_error",
+    "overconfidence_error",
     "refinement_brier",
     "refinement_log_loss",
     "smooth_ece",
     "true_classwise_ce",
+    "underconfidence_error",
 )
 
 
