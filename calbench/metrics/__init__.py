@@ -36,6 +36,7 @@ from calbench.metrics.decomposition import (
     brier_within_bins,
 )
 from calbench.metrics.kde import kde_ece
+from calbench.metrics.kernel_calibration import skce, skce_p_value
 from calbench.metrics.ks import ks_error, kuiper_error
 from calbench.metrics.lp_calibration import (
     lp_calibration_error,
@@ -126,6 +127,9 @@ LIBRARY_METRICS = {
     "ks_error": MetricSpec(ks_error, "lower", UNIT, resampled=ks_error_replicates),
     "kuiper_error": MetricSpec(kuiper_error, "lower", (0.0, 2.0)),
     "smooth_ece": MetricSpec(smooth_ece, "lower", UNIT),
+    # Widmann et al. 2019's kernel calibration error and its test (unbiased or linear).
+    "skce": MetricSpec(skce, "lower", (-2.0, 2.0)),
+    "skce_p_value": MetricSpec(skce_p_value, "higher", UNIT),
     # Berta et al.'s calibration-refinement split (calibration + refinement = the loss).
     "calibration_log_loss": MetricSpec(calibration_log_loss, "lower", (-INF, INF)),
     "refinement_log_loss": MetricSpec(refinement_log_loss, "lower", (0.0, INF)),
@@ -291,6 +295,8 @@ __all__ = [
     "refinement_brier",
     "refinement_log_loss",
     "risk_gap",
+    "skce",
+    "skce_p_value",
     "smooth_ece",
     "top1_brier",
     "true_classwise_ce",

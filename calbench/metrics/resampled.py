@@ -234,6 +234,8 @@ RECOMPUTED = (
     "overconfidence_error",
     "refinement_brier",
     "refinement_log_loss",
+    "skce",
+    "skce_p_value",
     "smooth_ece",
     "true_classwise_ce",
     "underconfidence_error",
