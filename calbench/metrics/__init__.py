@@ -35,6 +35,7 @@ from calbench.metrics.decomposition import (
     brier_uncertainty,
     brier_within_bins,
 )
+from calbench.metrics.ece_interval import l2_ece_interval, l2_ece_squared
 from calbench.metrics.kde import kde_ece
 from calbench.metrics.kernel_calibration import skce, skce_p_value
 from calbench.metrics.ks import ks_error, kuiper_error
@@ -127,6 +128,8 @@ LIBRARY_METRICS = {
     "ks_error": MetricSpec(ks_error, "lower", UNIT, resampled=ks_error_replicates),
     "kuiper_error": MetricSpec(kuiper_error, "lower", (0.0, 2.0)),
     "smooth_ece": MetricSpec(smooth_ece, "lower", UNIT),
+    # Sun et al. 2024's debiased squared L2-ECE, or an end of its confidence interval.
+    "l2_ece_squared": MetricSpec(l2_ece_squared, "lower", (-2.0, 2.0)),
     # Widmann et al. 2019's kernel calibration error and its test (unbiased or linear).
     "skce": MetricSpec(skce, "lower", (-2.0, 2.0)),
     "skce_p_value": MetricSpec(skce_p_value, "higher", UNIT),
@@ -287,6 +290,8 @@ __all__ = [
     "kde_ece",
     "ks_error",
     "kuiper_error",
+    "l2_ece_interval",
+    "l2_ece_squared",
     "log_loss",
     "lp_calibration_error",
     "mce",

@@ -230,6 +230,7 @@ RECOMPUTED = (
     "confidence_ece_sweep",
     "kde_ece",
     "kuiper_error",
+    "l2_ece_squared",
     "lp_calibration_error",
     "overconfidence_error",
     "refinement_brier",
