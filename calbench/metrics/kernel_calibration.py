@@ -9,7 +9,7 @@ SKCE is :math:`\mathbb E\, h(Z, Z')` for two independent samples, with
 
     h\big((p, y), (p', y')\big) = \kappa(p, p')\, \langle e_y - p,\; e_{y'} - p'\rangle,
 
-0 exactly when the predictions are calibrated. Its estimators (Widmann et al., Lemma 3):
+0 exactly when the predictions are calibrated. Its estimators (Widmann et al.):
 
 - ``unbiased``: :math:`\widehat{\mathrm{SKCE}}_{uq} = \binom n2^{-1} \sum_{i<j} h_{ij}`,
   computed in blocks of rows so that no n x n x K array is held;
@@ -25,10 +25,10 @@ Calibration tests (`skce_p_value`), one-sided as the SKCE is 0 under calibration
 positive otherwise:
 
 - ``linear``: the pairs' terms are i.i.d. with mean 0 under calibration, so the
-  studentised mean is asymptotically normal (Widmann et al., Corollary 1);
+  studentised mean is asymptotically normal (the paper's test of the linear estimator);
   :math:`p = 1 - \Phi(\sqrt m\, \bar h / s)`;
-- ``unbiased``: consistency resampling (Vaicenavicius et al. 2019, as the paper's
-  comparison does): the share of ``n_resamples`` label sets drawn from the predictions
+- ``unbiased``: consistency resampling (Vaicenavicius et al. 2019) in place of the
+  paper's bounds: the share of ``n_resamples`` label sets drawn from the predictions
   themselves whose unbiased SKCE, under the same kernel, is at least the observed one. Its
   cost is O(n^2 K) per resample; the module computes the resampled statistics together,
   since only the label terms change (``_resampled_unbiased``).

@@ -83,7 +83,7 @@ def test_under_calibration_p_values_are_uniform_and_the_skce_centred():
 
 def test_miscalibrated_predictions_are_rejected(rng):
     """Labels drawn from the predictions sharpened (p ** 5: the predictions are
-    under-confident). The linear test has little power (Widmann et al. 2019, sec. 6), so it
+    under-confident). The linear test has little power (it uses n/2 of the pairs), so it
     gets 20,000 samples (linear time) where the unbiased one gets 400."""
     p, y = _sample(rng, 400, 4, sharpen=5.0)
     assert skce(p, y) > 0.005
