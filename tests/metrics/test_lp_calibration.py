@@ -1,6 +1,7 @@
 """Berta et al.'s variational Lp calibration error and its over-/under-confidence split,
 against probmetrics 1.3.0 (a test reference only) and hand-worked cases."""
 
+import functools
 import warnings
 
 import numpy as np
@@ -46,56 +47,62 @@ def _probmetrics(metrics, p, y):
 
 
 TASKS = [(1500, 5, 1.6, 1), (1500, 5, 0.6, 2), (1500, 10, 1.0, 3)]
+BINARY = [(1500, 2, 2.0, 0), (1500, 2, 0.5, 4)]
+ORDERS = (1, 2, INF)
+
+
+@functools.cache
+def _reference(task):
+    """probmetrics' values on ``task``, from one fit: proper-L{p} on class 1 alone
+    (``column``) and on both columns (``both``), and top-class under- and over-confidence."""
+    pm = pytest.importorskip("probmetrics.metrics")
+    probs, y = _task(*task)
+    metrics = [pm.ProperLpLoss(p=p) for p in ORDERS]
+    metrics += [pm.ProperLpLoss(p=p, binary_as_multiclass=True) for p in ORDERS]
+    metrics += [
+        pm.TopClassLoss(kind(pm.ProperLpLoss(p=1)))
+        for kind in (pm.UnderConfidenceLoss, pm.OverConfidenceLoss)
+    ]
+    values = _probmetrics(metrics, probs, y)
+    return {"column": values[:3], "both": values[3:6], "under": values[6], "over": values[7]}
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_multiclass_lp_error_equals_probmetrics(task):
-    pm = pytest.importorskip("probmetrics.metrics")
     probs, y = _task(*task)
-    orders = (1, 2, INF)
-    references = _probmetrics([pm.ProperLpLoss(p=p) for p in orders], probs, y)
-    for p, reference in zip(orders, references, strict=True):
+    for p, reference in zip(ORDERS, _reference(task)["column"], strict=True):
         ours = lp_calibration_error(probs, y, p=p)
         assert ours == pytest.approx(reference, rel=1e-5, abs=1e-8), p
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_binary_lp_error_equals_probmetrics(seed):
+@pytest.mark.parametrize("task", BINARY)
+def test_binary_lp_error_equals_probmetrics(task):
     """Class 1's column alone (probmetrics' default) for p = 1, where its unsliced centre
     does not matter (module docstring); both columns for every p."""
-    pm = pytest.importorskip("probmetrics.metrics")
-    probs, y = _task(1500, 2, 2.0 - seed, seed)
-    orders = (1, 2, INF)
-    one_column, *both = _probmetrics(
-        [pm.ProperLpLoss(p=1)] + [pm.ProperLpLoss(p=p, binary_as_multiclass=True) for p in orders],
-        probs,
-        y,
+    probs, y = _task(*task)
+    reference = _reference(task)
+    assert lp_calibration_error(probs, y, p=1) == pytest.approx(
+        reference["column"][0], rel=1e-5, abs=1e-8
     )
-    assert lp_calibration_error(probs, y, p=1) == pytest.approx(one_column, rel=1e-5, abs=1e-8)
-    for p, reference in zip(orders, both, strict=True):
+    for p, both in zip(ORDERS, reference["both"], strict=True):
         ours = lp_calibration_error(probs, y, p=p, binary_as_multiclass=True)
-        assert ours == pytest.approx(reference, rel=1e-5, abs=1e-8), p
+        assert ours == pytest.approx(both, rel=1e-5, abs=1e-8), p
 
 
-@pytest.mark.parametrize("task", [(1500, 2, 2.0, 0), (1500, 2, 0.5, 4), *TASKS])
+@pytest.mark.parametrize("task", BINARY + TASKS)
 def test_over_and_under_confidence_equal_probmetrics(task):
     """Under-confidence equals probmetrics everywhere; over-confidence where the clipped
     recalibration stays on f's side of 1 - f, and otherwise by exactly the term its
     unsliced centre (1 - f, f) adds (module docstring), written out here."""
-    pm = pytest.importorskip("probmetrics.metrics")
     probs, y = _task(*task)
-    top_class = [
-        pm.TopClassLoss(kind(pm.ProperLpLoss(p=1)))
-        for kind in (pm.UnderConfidenceLoss, pm.OverConfidenceLoss)
-    ]
-    under, over = _probmetrics(top_class, probs, y)
-    assert underconfidence_error(probs, y) == pytest.approx(under, rel=1e-5, abs=1e-8)
+    reference = _reference(task)
+    assert underconfidence_error(probs, y) == pytest.approx(reference["under"], rel=1e-5, abs=1e-8)
     rows, top = np.arange(len(y)), probs.argmax(axis=1)
     f, g = probs[rows, top], temperature_scaled_on_itself(probs, y)[rows, top]
     clipped = np.where(f > 0.5, np.minimum(g, f), np.maximum(g, f))
     broadcast = (np.sign(clipped + f - 1) - np.sign(2 * f - 1)) * ((y == top) - (1 - f))
     assert overconfidence_error(probs, y) + broadcast.mean() == pytest.approx(
-        over, rel=1e-5, abs=1e-8
+        reference["over"], rel=1e-5, abs=1e-8
     )
     if probs.shape[1] == 2:  # temperature scaling never moves a binary top class past 1/2
         assert not broadcast.any()
