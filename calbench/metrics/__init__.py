@@ -36,8 +36,15 @@ from calbench.metrics.decomposition import (
     brier_uncertainty,
     brier_within_bins,
 )
+from calbench.metrics.ece_interval import l2_ece_interval, l2_ece_squared
 from calbench.metrics.kde import kde_ece
+from calbench.metrics.kernel_calibration import skce, skce_p_value
 from calbench.metrics.ks import ks_error, kuiper_error
+from calbench.metrics.lp_calibration import (
+    lp_calibration_error,
+    overconfidence_error,
+    underconfidence_error,
+)
 from calbench.metrics.refinement import (
     calibration_brier,
     calibration_log_loss,
@@ -122,12 +129,22 @@ LIBRARY_METRICS = {
     "ks_error": MetricSpec(ks_error, "lower", UNIT, resampled=ks_error_replicates),
     "kuiper_error": MetricSpec(kuiper_error, "lower", (0.0, 2.0)),
     "smooth_ece": MetricSpec(smooth_ece, "lower", UNIT),
+    # Kumar et al. 2019's debiased L2 calibration error.
     "debiased_ece": MetricSpec(debiased_ece, "lower", UNIT),
+    # Sun et al. 2024's debiased squared L2-ECE, or an end of its confidence interval.
+    "l2_ece_squared": MetricSpec(l2_ece_squared, "lower", (-2.0, 2.0)),
+    # Widmann et al. 2019's kernel calibration error and its test (unbiased or linear).
+    "skce": MetricSpec(skce, "lower", (-2.0, 2.0)),
+    "skce_p_value": MetricSpec(skce_p_value, "higher", UNIT),
     # Berta et al.'s calibration-refinement split (calibration + refinement = the loss).
     "calibration_log_loss": MetricSpec(calibration_log_loss, "lower", (-INF, INF)),
     "refinement_log_loss": MetricSpec(refinement_log_loss, "lower", (0.0, INF)),
     "calibration_brier": MetricSpec(calibration_brier, "lower", (-2.0, 2.0)),
     "refinement_brier": MetricSpec(refinement_brier, "lower", (0.0, 2.0)),
+    # Berta et al. 2026's variational Lp calibration error and its top-class split.
+    "lp_calibration_error": MetricSpec(lp_calibration_error, "lower", (-2.0, 2.0)),
+    "overconfidence_error": MetricSpec(overconfidence_error, "lower", (-1.0, 1.0)),
+    "underconfidence_error": MetricSpec(underconfidence_error, "lower", (-1.0, 1.0)),
     # Murphy's decomposition of the Brier score, exact with Stephenson et al.'s within-bin term.
     "brier_reliability": MetricSpec(brier_reliability, "lower", (0.0, 2.0)),
     "brier_resolution": MetricSpec(brier_resolution, "higher", (0.0, 2.0)),
@@ -277,14 +294,21 @@ __all__ = [
     "kde_ece",
     "ks_error",
     "kuiper_error",
+    "l2_ece_interval",
+    "l2_ece_squared",
     "log_loss",
+    "lp_calibration_error",
     "mce",
     "model_risk",
+    "overconfidence_error",
     "refinement_brier",
     "refinement_log_loss",
     "risk_gap",
+    "skce",
+    "skce_p_value",
     "smooth_ece",
     "top1_brier",
     "true_classwise_ce",
     "true_confidence_ce",
+    "underconfidence_error",
 ]

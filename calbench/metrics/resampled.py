@@ -231,10 +231,16 @@ RECOMPUTED = (
     "debiased_ece",
     "kde_ece",
     "kuiper_error",
+    "l2_ece_squared",
+    "lp_calibration_error",
+    "overconfidence_error",
     "refinement_brier",
     "refinement_log_loss",
+    "skce",
+    "skce_p_value",
     "smooth_ece",
     "true_classwise_ce",
+    "underconfidence_error",
 )
 
 
