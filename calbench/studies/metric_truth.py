@@ -21,6 +21,7 @@ import pandas as pd
 
 from calbench.calibrators.registry import registered_calibrator
 from calbench.metrics import evaluate
+from calbench.metrics.ece_interval import l2_ece_interval
 from calbench.results.predictions import FoldPredictions
 from calbench.simplex import softmax
 from calbench.stats.bootstrap import bootstrap_cell, interval
@@ -36,6 +37,8 @@ ESTIMATORS = {
     "kde_ece": ({"fn": "kde_ece"}, "tce"),
     "ece2_15_width": ({"fn": "confidence_ece", "n_bins": 15, "alpha": 2}, "tce2"),
     "debiased_ece": ({"fn": "debiased_ece"}, "tce2"),
+    # Sun et al. 2024's debiased squared L2-ECE (15 equal-width bins), its root here.
+    "l2_ece_sun": ({"fn": "l2_ece_squared"}, "tce2"),
     "cw_ece_15_width": ({"fn": "classwise_ece", "n_bins": 15}, "cwce"),
     "cw_ece_15_mass": ({"fn": "classwise_ece", "n_bins": 15, "binning": "equal_size"}, "cwce"),
     "ks_error": ({"fn": "ks_error"}, "ks"),
@@ -49,7 +52,7 @@ WITH_INTERVALS = ("ece_15_width", "ece_15_mass", "cw_ece_15_width", "ks_error")
 #: Intervals are drawn on test sets of at most this many scores (rows x classes): the
 #: classwise bootstrap of 100 classes on 10,000 rows would take most of the study's time.
 INTERVAL_MAX_SCORES = 100_000
-INTERVAL_METHODS = ("percentile", "recentred")
+INTERVAL_METHODS = ("percentile", "recentred", "sun")
 #: The calibrators compared (method name -> calibrator and its parameters).
 CALIBRATORS = {
     "uncal": ("uncal", {}),
@@ -123,19 +126,23 @@ def _scored(base, probs, uncalibrated, y, truths, size: StudySize) -> list:
     """The rows of one calibrator on one test set."""
     metrics = {name: options for name, (options, _) in ESTIMATORS.items()}
     values = evaluate(metrics, probs, y=y)
-    bounds = {}
+    values["l2_ece_sun"] = np.sqrt(max(values["l2_ece_sun"], 0.0))  # on the truth's scale
+    nan = [np.nan, np.nan]
+    bounds = {name: {method: nan for method in INTERVAL_METHODS} for name in ESTIMATORS}
     if probs.size <= INTERVAL_MAX_SCORES:
         fold = FoldPredictions(0, y, probs, uncalibrated, loss=np.zeros(0))
         chosen = {name: metrics[name] for name in WITH_INTERVALS}
         boot = bootstrap_cell([fold], chosen, n_resamples=size.resamples, seed=base[-1])
         for name in WITH_INTERVALS:
-            bounds[name] = [
-                bound
-                for method in INTERVAL_METHODS
-                for bound in interval(boot.replicates[name], boot.estimate[name], method=method)
-            ]
-    nan = [np.nan] * 2 * len(INTERVAL_METHODS)
+            for method in INTERVAL_METHODS[:2]:
+                bounds[name][method] = list(
+                    interval(boot.replicates[name], boot.estimate[name], method=method)
+                )
+    # Sun et al.'s interval is for the squared error: its ends' roots hold the root.
+    sun = l2_ece_interval(probs, y, alpha=0.05)
+    bounds["l2_ece_sun"]["sun"] = [np.sqrt(max(sun.lower, 0.0)), np.sqrt(max(sun.upper, 0.0))]
     return [
-        [*base, name, values[name], truths[estimand], *bounds.get(name, nan)]
+        [*base, name, values[name], truths[estimand]]
+        + [end for method in INTERVAL_METHODS for end in bounds[name][method]]
         for name, (_, estimand) in ESTIMATORS.items()
     ]

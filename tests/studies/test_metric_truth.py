@@ -78,6 +78,7 @@ def _rows():
     frame["percentile_high"] = [0.13, 0.3, 0.3, 0.25]
     frame["recentred_low"] = frame["percentile_low"] - 0.05
     frame["recentred_high"] = frame["percentile_high"]
+    frame["sun_low"], frame["sun_high"] = np.nan, np.nan  # drawn for l2_ece_sun only
     return frame
 
 
@@ -92,6 +93,7 @@ def test_summaries_by_hand():
     cov = coverage(rows).iloc[0]
     assert cov["percentile"] == pytest.approx(0.5)  # rows 2 and 3 hold the truth
     assert cov["recentred"] == pytest.approx(1.0)
+    assert np.isnan(cov["sun"])
     order = ordering(rows).iloc[0]
     assert (order["agreement"], order["pairs"]) == (0.5, 2)  # right on draw 0, wrong on 1
 
