@@ -228,12 +228,17 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
         # On a device the objective stays a tensor: reading it would stop the host there.
         softmax_log_loss = torch_softmax_log_loss if as_numpy else device_softmax_log_loss
         value, probs = softmax_log_loss(logits, y_t)
-        kept = None
-        if for_preconditioner:
-            kept = probs.numpy().copy() if as_numpy else probs.clone()
-        probs[rows, y_t] -= 1.0
+        del logits  # n x k float64 fewer at the gradient's product (the peak's memory)
+        kept, residual = None, probs.to(xt_t.dtype)
+        if residual is probs:  # float64: the residual in place, the probabilities copied
+            if for_preconditioner:
+                kept = probs.numpy().copy() if as_numpy else probs.clone()
+            probs[rows, y_t] -= 1.0
+        else:  # float32: its own copy, each label's p - 1 taken in float64
+            kept = (probs.numpy() if as_numpy else probs) if for_preconditioner else None
+            residual[rows, y_t] = (probs[rows, y_t] - 1.0).to(residual.dtype)
         gap = a - center
-        product = (probs.to(xt_t.dtype).T @ xt_t).double()
+        product = (residual.T @ xt_t).double()
         grad = (product.numpy() if as_numpy else product) / n + 2 * ridge * gap
         penalty = (ridge * gap**2).sum()
         value = value + (float(penalty) if as_numpy else penalty)
@@ -280,10 +285,11 @@ def _logit_map(xt_t, offset_t, as_numpy):
     def logits(a, rebase=False):
         a_t = torch.from_numpy(a) if as_numpy else a
         if rebase or not base:
+            base.clear()  # the old base's memory free before the new one's
             base.update(logits=widened(a_t.T), weights=a_t.clone())
             return base["logits"]
         step = (a_t - base["weights"]).to(xt_t.dtype)
-        return torch.mm(xt_t, step.T).double().add_(base["logits"])
+        return torch.add(base["logits"], torch.mm(xt_t, step.T))  # widened in the one pass
 
     return logits
 
