@@ -115,10 +115,12 @@ bench:
 	$(PYTHON) benchmarks/bench_many_classes.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_many_classes.py --classes 2000 --rows 50000 --methods vs,sms \
 	    --stem many_classes_2000 --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_many_classes.py --classes 1000 --methods sms \
+	    --params precision=float32 --no-peer --stem many_classes_sms_float32 --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
 	$(PYTHON) -m benchmarks.bench_calarena --out $(RESULTS)/bench
-	$(PYTHON) -m benchmarks.bench_calarena --methods ts vs_logp svs sms --repeats 5 \
+	$(PYTHON) -m benchmarks.bench_calarena --methods ts vs_logp svs sms sms:float32 --repeats 5 \
 	    --pickle $(DATA)/logits/probs_densenet40_c10_logits.p \
 	    --npz $(DATA)/more_networks/netcal/densenet-bc-100-cifar-100.npz \
 	    --stem calarena_speed_networks --out $(RESULTS)/bench
@@ -131,6 +133,7 @@ bench:
 	cat $(RESULTS)/bench/dirichlet.md $(RESULTS)/bench/dirichlet_imagenet.md \
 	    $(RESULTS)/bench/defaults_noisy.md $(RESULTS)/bench/odir_search.md \
 	    $(RESULTS)/bench/many_classes.md $(RESULTS)/bench/many_classes_2000.md \
+	    $(RESULTS)/bench/many_classes_sms_float32.md \
 	    $(RESULTS)/bench/neighbourhood.md \
 	    $(RESULTS)/bench/hoki.md $(RESULTS)/bench/venn_abers.md $(RESULTS)/bench/tables.md \
 	    $(RESULTS)/bench/calarena_speed.md $(RESULTS)/bench/calarena_speed_networks.md \

@@ -2,8 +2,9 @@
 
     python benchmarks/bench_calarena.py [--pickle FILE] [--npz FILE] [--methods ...] --out DIR
 
-(`make bench` runs it twice: every method on the seeded shapes, and TS, VS, SVS and SMS
-on the two networks' files under ``$(DATA)`` where they are present.)
+(`make bench` runs it twice: every method on the seeded shapes, and TS, VS, SVS and SMS,
+SMS also with float32 products (``sms:float32``, `VARIANTS`), on the two networks' files
+under ``$(DATA)`` where they are present.)
 
 Each method is timed as CalArena times it (fit then predict on the test part, best of
 ``--repeats``), on the same float32 probabilities for both engines, at two shapes: 10
@@ -50,6 +51,11 @@ PEERS = {
     "lightgbm": lambda pc: pc.LightGBMCalibrator(),
     "bbq": lambda pc: pc.NetcalBBQCalibrator(),
 }
+
+
+#: Rows that run a method with parameters set, against the method's peer: name -> (method,
+#: its parameters). ``sms:float32``: SMS with float32 products (``precision``).
+VARIANTS = {"sms:float32": ("sms", {"precision": "float32"})}
 
 
 def _present(path, which):
@@ -118,12 +124,13 @@ def main() -> None:
     for shape, pc32, yc, pt32, yt in _shapes(args):
         lc, lt = probs_to_logits(pc32), probs_to_logits(pt32)
         for name in args.methods:
+            method, params = VARIANTS.get(name, (name, {}))
 
-            def ours(name=name, lc=lc, yc=yc, lt=lt):
-                return make_calibrator(name).fit(lc, yc).predict_proba(lt)
+            def ours(method=method, params=params, lc=lc, yc=yc, lt=lt):
+                return make_calibrator(method, **params).fit(lc, yc).predict_proba(lt)
 
-            def theirs(name=name, pc32=pc32, yc=yc, pt32=pt32):
-                fitted = PEERS[name](pc).fit(pc32, yc)
+            def theirs(method=method, pc32=pc32, yc=yc, pt32=pt32):
+                fitted = PEERS[method](pc).fit(pc32, yc)
                 out = np.asarray(fitted.predict_proba(pt32), dtype=np.float64)
                 return out / out.sum(axis=1, keepdims=True)  # float32 rows, summed in float64
 

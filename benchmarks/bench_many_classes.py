@@ -15,6 +15,8 @@ where it is not 0, vector scaling's unpenalised log-loss has no minimum (calbenc
 before the fit), and its time is its stopping rule's. ``--classes 2000 --rows 50000
 --methods vs,sms`` times it beyond Newton's class limit where a minimum exists, and SMS at
 the largest map calbench fits (`~calbench.calibrators.solvers.memory.MATRIX_MAX_CLASSES`).
+``--params precision=float32`` sets calbench's parameters (strings), e.g. SMS's float32
+products.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ if {peer!r}:
     out["seconds"] = time.perf_counter() - start
     probs = np.asarray(model.predict_proba(softmax(zt).astype(np.float32)), dtype=np.float64)
 else:
-    model = make_calibrator({method!r}).fit(zc, yc)
+    model = make_calibrator({method!r}, **{params!r}).fit(zc, yc)
     out["seconds"] = time.perf_counter() - start
     probs = model.predict_proba(zt)
 out["test_log_loss"] = log_loss(probs / probs.sum(axis=1, keepdims=True), yt)
@@ -77,10 +79,11 @@ print(json.dumps(out))
 """
 
 
-def run_child(method: str, k: int, rows: int, peer: str | None, timeout: float) -> dict:
-    code = CHILD.format(
-        root=str(Path(__file__).resolve().parents[1]), k=k, rows=rows, peer=peer, method=method
-    )
+def run_child(
+    method: str, k: int, rows: int, peer: str | None, timeout: float, params=None
+) -> dict:
+    root = str(Path(__file__).resolve().parents[1])
+    code = CHILD.format(root=root, k=k, rows=rows, peer=peer, method=method, params=params or {})
     try:
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
@@ -103,14 +106,20 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=25000, help="calibration rows (test: a fifth)")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument(
+        "--params",
+        default="",
+        help="calbench's parameters, e.g. precision=float32 (SMS's float32 products)",
+    )
     parser.add_argument("--out", default="results/bench")
     parser.add_argument("--stem", default="many_classes", help="the output files' name")
     args = parser.parse_args()
+    params = dict(item.split("=", 1) for item in args.params.split(",") if item)
     records = []
     for k in (int(c) for c in args.classes.split(",")):
         for method in args.methods.split(","):
-            ours = run_child(method, k, args.rows, None, args.timeout)
-            row = {"classes": k, "rows": args.rows, "method": method}
+            ours = run_child(method, k, args.rows, None, args.timeout, params)
+            row = {"classes": k, "rows": args.rows, "method": method, **params}
             row["classes_without_label"] = ours.pop("classes_without_label", None)
             row.update({f"calbench_{a}": b for a, b in ours.items()})
             peer = PEERS.get(method)

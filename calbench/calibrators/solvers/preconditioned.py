@@ -68,6 +68,24 @@ def fit_vector(x, y, w0, b0, *, max_iter=1000, tol=1e-6) -> MultinomialFit:
 #: from the second round where affordable) or ``rows`` (`RowPreconditioner` throughout).
 PRECONDITIONERS = Choice("blocks", "rows")
 
+#: The full-matrix maps' ``precision`` parameter: the dtype of `fit_multinomial`'s two
+#: products an evaluation, ``float64`` (the default) or ``float32``, asked for by name and
+#: never chosen for the caller: the features and both products in float32, everything
+#: after them in float64 (the logits, `_logit_map`; the softmax; the objective's mean; the
+#: gradient's product widened before its ridge term), so that the objective L-BFGS
+#: compares between trial points moves only by the products' rounding. The gradient is
+#: then good to about 1e-8 (at 5,000 x 100, 1.1e-8 from float64's at the minimum), so the
+#: gradient test is ``max(tol, FLOAT32_TOL)``: below it fits stalled in failing line
+#: searches (tol 1e-7 at 5,000 x 100: 5.7 s against 0.27 s). On one thread at 5,000 x 100
+#: an evaluation takes 8.6 ms against 11.8 ms.
+PRECISIONS = Choice("float64", "float32")
+
+#: The gradient test of a ``float32`` fit: at least this (see `fit_multinomial`).
+FLOAT32_TOL = 1e-6
+
+#: Rows of float32 features widened at a time for a float32 fit's base logits.
+REBASE_ROWS = 4096
+
 #: `block_affordable`'s limit on ``n k (k + 1)^2``: netcal's CIFAR-100 sets (5,000 rows,
 #: 100 classes) are 5.1e9; ImageNet's shape (25,000 x 1,000) 2.5e13, where one build
 #: would cost as much as a whole fit.
@@ -91,20 +109,22 @@ class MultinomialFit:
     converged: bool
 
 
-def _data_tensors(x, y, offset, device):
-    """``[x | 1]``, the labels and the offset as torch tensors: sharing numpy's memory on the
-    CPU (``device`` None), else on the device."""
+def _data_tensors(x, y, offset, device, precision="float64"):
+    """``[x | 1]`` (in ``precision``), the labels and the offset (float64) as torch
+    tensors: sharing numpy's memory on the CPU (``device`` None), else on the device."""
     import torch
 
-    n = x.shape[0]
+    n, k = x.shape
     if device is None:
-        xt_t = torch.from_numpy(np.hstack([x, np.ones((n, 1))]))
+        xt = np.empty((n, k + 1), dtype=precision)  # no float64 copy on the way to float32
+        xt[:, :k], xt[:, k] = x, 1.0
+        xt_t = torch.from_numpy(xt)
         y_t = torch.from_numpy(np.asarray(y, dtype=np.int64))
         offset_t = None if offset is None else torch.from_numpy(np.ascontiguousarray(offset))
         return xt_t, y_t, offset_t
     # the features sent once a search (`calbench.device.reuse_transfers`)
     x_t = to_device(x, device, np.float64)
-    xt_t = torch.cat([x_t, x_t.new_ones((n, 1))], dim=1)
+    xt_t = torch.cat([x_t, x_t.new_ones((n, 1))], dim=1).to(getattr(torch, precision))
     y_t = to_device(np.asarray(y, dtype=np.int64), device)
     offset_t = None if offset is None else to_device(offset, device, np.float64)
     return xt_t, y_t, offset_t
@@ -120,7 +140,10 @@ def _preconditioning(features, curvature, blocks):
 
     def precondition(probs, hard, again):
         if blocks and hard and block_affordable(*probs.shape):
-            return BlockPreconditioner(features, probs, curvature)
+            # its Cholesky factors in float64, from float64 features (small problems only)
+            numpy = isinstance(features, np.ndarray)
+            wide = features.astype(np.float64, copy=False) if numpy else features.double()
+            return BlockPreconditioner(wide, probs, curvature)
         rows = RowPreconditioner(features, probs, curvature)
         return rows.strict() if again and not hard else rows
 
@@ -140,6 +163,7 @@ def fit_multinomial(
     tol=1e-6,
     device=None,
     blocks=True,
+    precision="float64",
 ) -> MultinomialFit:
     """Minimise ``mean -ln softmax(offset + [x | 1] A^T)[y] + sum(ridge * (A - center)^2)
     (+ the row-sum pull, `calbench.calibrators.solvers.newton.row_pull_terms`)`` over ``A`` of
@@ -157,19 +181,20 @@ def fit_multinomial(
     torch's L-BFGS (strong Wolfe line search, 20 corrections, the same stopping rules)
     included, so that a step moves no parameters between devices: at ImageNet shape
     scipy's own work on 1,001,000 parameters cost more than the GPU's products. The
-    products stay float64 there: on an H100 a 20,000 x 1,001 x 1,000 product took 0.96 ms
+    default products are float64 there too: on an H100 a 20,000 x 1,001 x 1,000 product took 0.96 ms
     in float64 and 0.89 ms in float32, and float32's rounding left the ImageNet-shaped
-    grid's fits short of ``tol`` (largest gradient entry 9.5e-6)."""
+    grid's fits short of ``tol`` (largest gradient entry 9.5e-6). ``precision``: `PRECISIONS`."""
     import torch
 
     n, k = x.shape
     as_numpy = device is None
+    tol = max(tol, FLOAT32_TOL) if precision == "float32" else tol
 
     def tensor(a):
         return torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), device=device)
 
     with blas_threads(1):
-        xt_t, y_t, offset_t = _data_tensors(x, y, offset, device)
+        xt_t, y_t, offset_t = _data_tensors(x, y, offset, device, precision)
         curvature = 2 * ridge + np.where(np.arange(k + 1) < k, 2 * float(row_pull[0]), 0.0)
         if not as_numpy:
             ridge, center, curvature = tensor(ridge), tensor(center), tensor(curvature)
@@ -196,19 +221,24 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
     n, k = xt_t.shape[0], xt_t.shape[1] - 1
     rows = torch.arange(n, device=xt_t.device)
     row_weight = float(row_pull[0])
+    logit_map = _logit_map(xt_t, offset_t, as_numpy)
 
     def in_weights(a, for_preconditioner=False):
-        at = (torch.from_numpy(a) if as_numpy else a).T
-        logits = torch.mm(xt_t, at) if offset_t is None else torch.addmm(offset_t, xt_t, at)
+        logits = logit_map(a, rebase=for_preconditioner)
         # On a device the objective stays a tensor: reading it would stop the host there.
         softmax_log_loss = torch_softmax_log_loss if as_numpy else device_softmax_log_loss
         value, probs = softmax_log_loss(logits, y_t)
-        kept = None
-        if for_preconditioner:
-            kept = probs.numpy().copy() if as_numpy else probs.clone()
-        probs[rows, y_t] -= 1.0
+        del logits  # n x k float64 fewer at the gradient's product (the peak's memory)
+        kept, residual = None, probs.to(xt_t.dtype)
+        if residual is probs:  # float64: the residual in place, the probabilities copied
+            if for_preconditioner:
+                kept = probs.numpy().copy() if as_numpy else probs.clone()
+            probs[rows, y_t] -= 1.0
+        else:  # float32: its own copy, each label's p - 1 taken in float64
+            kept = (probs.numpy() if as_numpy else probs) if for_preconditioner else None
+            residual[rows, y_t] = (probs[rows, y_t] - 1.0).to(residual.dtype)
         gap = a - center
-        product = probs.T @ xt_t
+        product = (residual.T @ xt_t).double()
         grad = (product.numpy() if as_numpy else product) / n + 2 * ridge * gap
         penalty = (ridge * gap**2).sum()
         value = value + (float(penalty) if as_numpy else penalty)
@@ -219,6 +249,49 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
         return value, grad, kept
 
     return in_weights
+
+
+def _logit_map(xt_t, offset_t, as_numpy):
+    """``(a, rebase) -> offset + [x | 1] A^T``, in float64. float64 features: one product.
+    float32 features (`PRECISIONS`): the logits at a base point ``A0`` in float64 (the
+    float32 features widened), set where ``rebase`` (each round's start), plus a float32
+    product with ``A - A0``, widened. Rounding ``A`` itself to float32 moved each
+    evaluation's objective by up to about 1e-9 at 100 classes, above the decrease a step
+    near the minimum makes: L-BFGS's line searches failed over and over (1,000 classes:
+    83 evaluations, 117 s, against float64's 8 and 16 s); the step's rounding is the
+    step's size times 1e-7."""
+    import torch
+
+    def exact(features, at):
+        return torch.mm(features, at) if offset_t is None else torch.addmm(offset_t, features, at)
+
+    if xt_t.dtype == torch.float64:
+        return lambda a, rebase=False: exact(xt_t, (torch.from_numpy(a) if as_numpy else a).T)
+    base = {}
+
+    def widened(at):
+        """The float64 logits at ``at``, the features widened `REBASE_ROWS` rows at a time
+        (not a float64 copy of them all: the memory float32 saves)."""
+        n = xt_t.shape[0]
+        out = torch.empty((n, at.shape[1]), dtype=torch.float64, device=xt_t.device)
+        for first in range(0, n, REBASE_ROWS):
+            rows = slice(first, first + REBASE_ROWS)
+            if offset_t is None:
+                torch.mm(xt_t[rows].double(), at, out=out[rows])
+            else:
+                torch.addmm(offset_t[rows], xt_t[rows].double(), at, out=out[rows])
+        return out
+
+    def logits(a, rebase=False):
+        a_t = torch.from_numpy(a) if as_numpy else a
+        if rebase or not base:
+            base.clear()  # the old base's memory free before the new one's
+            base.update(logits=widened(a_t.T), weights=a_t.clone())
+            return base["logits"]
+        step = (a_t - base["weights"]).to(xt_t.dtype)
+        return torch.add(base["logits"], torch.mm(xt_t, step.T))  # widened in the one pass
+
+    return logits
 
 
 def _scipy_rounds(in_weights, tol):
@@ -315,6 +388,8 @@ def _refreshed(in_weights, minimise, a, precondition, *, max_iter, tol) -> Multi
         # whose gradient in the weights is still above ``tol`` goes on from there, as
         # long as it lowers the objective.
         if state is None:  # the next round's coordinates need what an evaluation keeps
-            _, _, state = in_weights(a, for_preconditioner=True)
+            # (float32 products: from a new base point, whose objective the round starts at)
+            value, grad, state = in_weights(a, for_preconditioner=True)
+            value = float(value)
         coordinates = precondition(state, hard, True)
     return MultinomialFit(a, steps, value, largest, steps < max_iter)

@@ -42,7 +42,8 @@ class RowPreconditioner:
         # The two products by torch, on its threads (BLAS is held to one), for numpy too.
         as_tensor = _torch().from_numpy if xp is np else (lambda a: a)
         w_t, x_t = as_tensor(weight), as_tensor(xt)
-        products = [w_t.T @ x_t**2, w_t.T @ x_t]
+        w_t = w_t.to(x_t.dtype)  # float32 features (`PRECISIONS`): float32 products
+        products = [(w_t.T @ x_t**2).double(), (w_t.T @ x_t).double()]
         if xp is np:
             products = [product.numpy() for product in products]
         diagonal = products[0] / n + ridge_curvature
