@@ -68,6 +68,7 @@ def write_toy_pack(root, value: str):
     return pack
 
 
+@pytest.mark.slow  # 8 s; tests/papers/test_toy_pack.py runs a whole pack in the quick suite
 def test_a_paper_pack_in_its_own_folder_is_reproduced_without_edits(tmp_path):
     data = load_dataset("synthetic_dirichlet", seed=0)
     expected = log_loss(data.y_test, softmax(data.logits_test / TEMPERATURE, axis=1))

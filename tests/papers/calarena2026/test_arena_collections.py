@@ -101,6 +101,7 @@ def _brier_two_classes(p1, y):
     return float(np.mean(2 * (p1.astype(np.float64) - y) ** 2))
 
 
+@pytest.mark.slow  # 6 s: a whole arena preset; its importer and ranks have quick tests
 def test_the_arena_preset_runs_every_task_and_ranks_beside_the_published(tmp_path):
     """``calbench run experiment=arena_cv_binary`` on a file of three tasks stores each as
     CalArena names it (data set / model); the published uncalibrated Brier, computed here from
