@@ -77,10 +77,9 @@ def debiased_ece(probs, y, n_bins=15, mode="top") -> float:
         scores, outcomes = top_label(p, y)
         squared = debiased_squared_error(scores, outcomes.astype(np.float64), int(n_bins))
     else:
-        onehot = np.eye(p.shape[1])[y]
         squared = np.mean(  # each class's estimate floored at 0 before the mean, as theirs
             [
-                max(debiased_squared_error(p[:, j], onehot[:, j], int(n_bins)), 0.0)
+                max(debiased_squared_error(p[:, j], (y == j) * 1.0, int(n_bins)), 0.0)
                 for j in range(p.shape[1])
             ]
         )

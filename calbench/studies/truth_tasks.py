@@ -35,6 +35,7 @@ import numpy as np
 from scipy import integrate
 from scipy.special import expit, log_softmax
 
+from calbench.data.synthetic import sample_labels
 from calbench.metrics.smooth import smooth_ece_at, smooth_ece_bandwidth
 from calbench.simplex import softmax
 
@@ -71,15 +72,8 @@ class TruthTask:
         ``q``) of ``n`` rows."""
         z = self.scale * rng.standard_normal((n, self.n_classes))
         q = softmax(z)
-        y = _labels(q, rng)
+        y = sample_labels(q, rng)
         return log_softmax(z / self.temperature, axis=1), q, y
-
-
-def _labels(q: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One label per row drawn from its probabilities (inverse CDF)."""
-    cumulative = np.cumsum(q, axis=1)
-    u = rng.random((len(q), 1)) * cumulative[:, -1:]
-    return np.minimum((cumulative < u).sum(axis=1), q.shape[1] - 1)
 
 
 def _bin_means(scores: np.ndarray, values: np.ndarray) -> np.ndarray:
