@@ -226,6 +226,8 @@ def time_protocol(
             )  # fmt: skip
             wall = time.perf_counter() - started
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if run.returncode != 0:  # a cell that failed would time its own error message
+                raise SystemExit(f"{method} on {shape.task} failed:\n{run.stderr[-2000:]}")
             out.append(
                 {
                     "collection": shape.collection, "task": shape.task, "method": method,
@@ -279,12 +281,16 @@ def main(argv=None) -> None:
     parser.add_argument("--protocol-max-work", type=float, default=2e6, help="rows x classes")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reuse", action="store_true", help="summarise <out>'s earlier timings")
+    parser.add_argument(
+        "--reuse-defaults", action="store_true",
+        help="keep <out>'s defaults-panel timings and rerun only the full-protocol cells",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     tasks = published_tasks(args.calarena / "results")
     sample = sample_tasks(tasks, args.per_collection)
     print(f"{tasks['task'].nunique()} tasks published; {len(sample)} sampled", flush=True)
     reused = args.reuse and (args.out / "arena_shapes_protocol.csv").is_file()
-    if reused:  # the timings of an earlier run, summarised again
+    if reused or args.reuse_defaults:  # the timings of an earlier run, summarised again
         timed = pd.read_csv(args.out / "arena_shapes_tasks.csv")
     else:
         timed = time_defaults(tasks, sample, args.max_published_s)
