@@ -1,7 +1,7 @@
 """The whole CalArena arena's shape, timed: calbench against CalArena's published fit times.
 
     python -m benchmarks.bench_arena_shapes --calarena DIR [--per-collection 4]
-        [--max-published-s 30] [--protocol-tasks 2] --out DIR
+        [--max-published-s 30] [--protocol-tasks 1] [--largest-peak] --out DIR
 
 CalArena publishes, for each of its 1,791 tasks and each method, the seconds its fit and
 predict took (``<Method>_time`` in ``results/<collection>/<Method>.csv``; ``DIR`` holds that
@@ -26,6 +26,8 @@ from the true probabilities), as float32 probabilities as CalArena stores them.
    protocol's cost over a defaults fit, per method, scales the arena's defaults estimate.
    Wall time on N nodes of C cores: the CPU time over N x C, but never under the longest
    single cell.
+4. **Peak memory at the largest shape** (``--largest-peak``): each of `LARGEST_METHODS` at
+   its defaults on the largest sampled task, one child process each.
 
 Writes ``<out>/arena_shapes_tasks.csv`` (every timed pair), ``arena_shapes.csv`` and
 ``arena_shapes.md`` (per method), and prints the estimate.
@@ -192,6 +194,52 @@ def _warm(name: str) -> None:
         pass
 
 
+#: Peak memory at the arena's largest shape (ImageNet, 25,000 + 25,000 rows x 1,000 classes):
+#: the methods CalArena ran there, and the full-matrix maps calbench's arena presets add.
+LARGEST_METHODS = (
+    "histbin_uniform_prior", "histbin_quantile_prior", "isotonic_calarena", "cir", "ts",
+    "ets", "vs_logp", "svs", "sms", "dir_odir", "ms_odir",
+)  # fmt: skip
+
+#: One default fit and prediction in a child process: its CPU seconds and its own peak.
+FIT_CHILD = (
+    "import sys, time, numpy as np\n"
+    "from calbench.calibrators import make_calibrator\n"
+    "data = np.load(sys.argv[2])\n"
+    "fit = make_calibrator(sys.argv[1]).fit(data['logits_cal'], data['y_cal'])\n"
+    "fit.predict_proba(data['logits_test'])\n"
+    "status = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
+    "print(f'PEAK_KB {status} CPU_S {time.process_time()}', file=sys.stderr)\n"
+)
+
+
+def peak_at_largest(sample: pd.DataFrame, folder: Path, timeout: float = 900) -> pd.DataFrame:
+    """Each of `LARGEST_METHODS` at its defaults on the sample's largest task, one child
+    process each: the peak resident memory a SLURM cell of that task must request (an
+    inner-CV grid adds its fold slices, about rows x classes x 8 bytes)."""
+    shape = sample.sort_values(["work", "n_cal"]).iloc[-1]
+    zc, yc, zt, yt = over_confident(int(shape.n_cal), int(shape.n_test), int(shape.classes), 99)
+    path = folder / "largest.npz"
+    np.savez(path, logits_cal=zc, y_cal=yc, logits_test=zt, y_test=yt)
+    out = []
+    for method in LARGEST_METHODS:
+        try:
+            run = subprocess.run(
+                [sys.executable, "-c", FIT_CHILD, method, str(path)],
+                capture_output=True, text=True, timeout=timeout,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            out.append({"method": method, "peak_mb": np.nan, "cpu_s": np.nan, "note": "timeout"})
+            continue
+        if run.returncode != 0:
+            raise SystemExit(f"{method} on {shape.task} failed:\n{run.stderr[-2000:]}")
+        fields = run.stderr.split("PEAK_KB ")[-1].split()
+        out.append({"method": method, "peak_mb": float(fields[0]) / 1024,
+                    "cpu_s": float(fields[2]), "note": ""})  # fmt: skip
+        print(f"  largest {shape.task} {method}: {out[-1]['peak_mb']:.0f} MB", flush=True)
+    return pd.DataFrame(out).assign(task=shape.task, n_cal=shape.n_cal, classes=shape.classes)
+
+
 def _preset_methods(preset: str) -> list[str]:
     from calbench.conf_files import read_group, swept_values
 
@@ -285,6 +333,10 @@ def main(argv=None) -> None:
         "--reuse-defaults", action="store_true",
         help="keep <out>'s defaults-panel timings and rerun only the full-protocol cells",
     )  # fmt: skip
+    parser.add_argument(
+        "--largest-peak", action="store_true",
+        help="also measure each method's peak memory on the largest sampled task",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     tasks = published_tasks(args.calarena / "results")
     sample = sample_tasks(tasks, args.per_collection)
@@ -324,6 +376,11 @@ def main(argv=None) -> None:
     )  # fmt: skip
     print(per_method.round(3).to_string())
     print(full.round(3).to_string())
+    if args.largest_peak:
+        with tempfile.TemporaryDirectory() as tmp:
+            largest = peak_at_largest(sample, Path(tmp))
+        largest.to_csv(args.out / "arena_shapes_largest_peak.csv", index=False)
+        print(largest.round(1).to_string())
     cpu_h = full["arena_h"].sum()
     longest = tasks.groupby("calarena_method")["calarena_s"].max()
     print(
