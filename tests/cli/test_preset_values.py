@@ -20,6 +20,11 @@ to move results, or for libraries that move them, said so in its commit. Rewritt
 far, with the code unchanged: under scikit-learn 1.9.1, numpy 2.4.6 and scipy 1.17.1 the
 file of 25fe8ce failed at 2d07174 too (beta and dir_l2 moved by up to 6e-8 relative, and a
 random forest's scores tipped one equal-frequency histogram's inner-CV choice on wine).
+Its ``kull_uci`` part rewritten again on 2026-11-29: since 2e8108b the preset's TempS is
+Kull et al.'s own (``ts_kull_uci``, meant to move results), and the file of 9441028 failed
+at 9441028 itself in a fresh install of the same libraries (its ``uncal`` values equal to
+6.6e-16; beta 5.8e-8 and dir_l2 1.4e-9 relative, one equal-frequency histogram's choice on
+wine), so it had been written under arithmetic this install does not give; ``valk`` kept.
 """
 
 from __future__ import annotations
