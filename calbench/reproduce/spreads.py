@@ -13,7 +13,10 @@ from calbench.conf_files import group_files, read_group, swept_values
 from calbench.packs import paper_packs
 from calbench.results.experiment import Results
 
-DRAWN = ("seed", "fold")
+#: The parameters a procedure's cells may differ in: its seed, the fold whose model predicts
+#: (an authors' cross-validation), or where in the interval his TS's stopping test accepts
+#: the temperature lies (Valk's TS+forest, `reference_valk.accepted_temperature`).
+DRAWN = ("seed", "fold", "ts_stop")
 
 
 @dataclass(frozen=True)

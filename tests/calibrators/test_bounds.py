@@ -25,7 +25,10 @@ UNTUNED = [*sorted(n for n, m in method_configs().items() if not m.get("tuned"))
 #: (thousands of trees, a million Adam steps, 4096 neighbours, 2000 L-BFGS iterations on
 #: 51 quadrature nodes); the claim holds at any size.
 SMALL = {
-    **{name: SMALL_FOREST for name in ("forest_valk_code", "ts_forest_valk_code")},
+    **{
+        name: SMALL_FOREST
+        for name in ("forest_valk_code", "ts_forest_valk_code", "ts_forest_valk_stops")
+    },
     **{name: SMALL_KNN for name in ("knn_kl_valk_code", "ts_knn_euc_valk_code")},
     "ts_dec_valk_code": SMALL_DEC,
     "iop_diag_rahimi_code": SMALL_IOP,

@@ -204,6 +204,8 @@ def test_procedure_spreads_run_over_seeds_or_folds_and_keep_each_draws_newest_ce
         ("s7", "dec_proc", {"seed": 7}, 0.50),
         ("s8", "dec_proc", {"seed": 8}, 0.40),
         ("d", "knn_proc", {}, 0.60),
+        ("t1", "forest_proc", {"temperature": True, "ts_stop": 1.0}, 0.25),
+        ("t0", "forest_proc", {"temperature": True, "ts_stop": -1.0}, 0.24),
     ]
     for when, (name, method, params, value) in enumerate(cells):
         rows = pd.DataFrame({column: [""] for column in COLUMNS}).assign(
@@ -213,7 +215,8 @@ def test_procedure_spreads_run_over_seeds_or_folds_and_keep_each_draws_newest_ce
             name, rows, yaml.safe_dump({"method": {"name": method, "params": params}})
         )
         os.utime(path, (1e9 + when, 1e9 + when))
-    spreads = spreads_module.procedure_spreads(tmp_path, "p", ["iop_proc", "dec_proc", "knn_proc"])
+    methods = ["iop_proc", "dec_proc", "knn_proc", "forest_proc"]
+    spreads = spreads_module.procedure_spreads(tmp_path, "p", methods)
     iop = spreads[("c10", "iop_proc", "brier")]
     assert (iop.values, iop.draws, iop.cells, iop.drawn) == (
         (0.3, 0.2),
@@ -229,6 +232,9 @@ def test_procedure_spreads_run_over_seeds_or_folds_and_keep_each_draws_newest_ce
     twenty = spreads_module.Spread(tuple(0.1 * s for s in range(20)), tuple(range(20)), ("h",) * 20)
     assert twenty.describe(1, 1) == "0.0 to 1.9 over 20 seeds (0 to 19)"
     assert spreads[("c10", "knn_proc", "brier")].describe(1, 2) == "0.60 (deterministic: one cell)"
+    # Valk's TS+forest: cells differ in where his TS's stopping test let the temperature lie
+    stops = spreads[("c10", "forest_proc", "brier")]
+    assert stops.describe(1, 2) == "0.24 to 0.25 over 2 ts_stops (-1.0, 1.0)"
 
 
 def test_a_spread_holds_only_the_draws_the_shipped_configs_give(tmp_path):
@@ -546,6 +552,7 @@ def _recorded_runs(monkeypatch, held_after=None):
     import calbench.reproduce.run as run_module
 
     ran = []
+
     def record(preset, datasets, data_dir, results_dir, overrides=()):
         ran.append((preset, *overrides))
 

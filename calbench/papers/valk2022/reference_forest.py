@@ -23,6 +23,10 @@ follows his thesis' description:
   are averaged, then his ``force_p_to_simplex``.
 - **With TS** (``temperature=True``, his ``rfTS``): his own temperature (`valk_temperature`),
   then the forest on ``softmax(logits / T)`` computed in float32, as his code hands it over.
+- **At another stop of his TS** (``ts_stop``): a temperature that his BFGS's stopping test
+  accepts as well (`accepted_temperature`: ``ts_stop`` of the way from the centre of that
+  interval to an end). The test does not fix where his run stops; its path does, which
+  this procedure cannot replay on his machine, so the twin spans the interval.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
-from calbench.calibrators.constraints import COUNT
+from calbench.calibrators.constraints import COUNT, NoneOr, Number
 from calbench.calibrators.neighbourhood.kernel import default_epsilon
 from calbench.papers.valk2022.reference_valk import (
+    accepted_temperature,
     force_p_to_simplex,
     sklearn_2022_log_loss,
     valk_probabilities,
@@ -122,16 +127,27 @@ class ValkRandomForest(Calibrator):
     temperature : bool
         Temperature-scale first as his code does (`valk_temperature`; his ``rfTS``), the
         forest then grown on his float32 scaled probabilities.
+    ts_stop : float in [-1, 1] or None
+        With ``temperature``: None takes the temperature where his BFGS stops; a number
+        takes `accepted_temperature` (0: the zero of his gradient estimate, -1 and 1: the
+        ends of the interval his stopping test accepts).
     """
 
-    _parameter_constraints = {"n_trees": COUNT, "n_cv_folds": COUNT}
+    _parameter_constraints = {
+        "n_trees": COUNT,
+        "n_cv_folds": COUNT,
+        "ts_stop": NoneOr(Number(-1.0)),
+    }
 
-    def __init__(self, n_trees=250, depths=DEPTHS, n_cv_folds=10, seed=0, temperature=False):
+    def __init__(
+        self, n_trees=250, depths=DEPTHS, n_cv_folds=10, seed=0, temperature=False, ts_stop=None
+    ):
         self.n_trees = n_trees
         self.depths = depths
         self.n_cv_folds = n_cv_folds
         self.seed = seed
         self.temperature = temperature
+        self.ts_stop = ts_stop
 
     def _probabilities(self, logits):
         return valk_probabilities(logits, self.temperature_ if self.temperature else None)
@@ -139,8 +155,14 @@ class ValkRandomForest(Calibrator):
     def _fit(self, logits, y):
         from sklearn.model_selection import KFold
 
+        if self.ts_stop is not None and not self.temperature:
+            raise ValueError("ts_stop picks a temperature: it needs temperature=True")
         if self.temperature:
-            self.temperature_ = valk_temperature(logits, y)
+            self.temperature_ = (
+                valk_temperature(logits, y)
+                if self.ts_stop is None
+                else accepted_temperature(logits, y, float(self.ts_stop))
+            )
         probs = self._probabilities(logits)
         self.crop_ = default_epsilon(probs.shape[1])
         folds = list(KFold(int(self.n_cv_folds), shuffle=True, random_state=1).split(probs))

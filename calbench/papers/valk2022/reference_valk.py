@@ -26,6 +26,12 @@ def valk_temperature(logits, y) -> float:
     over the temperature (a one-element float64 array, so the scores are float64)."""
     from scipy.optimize import minimize
 
+    loss = _ts_loss(logits, y)
+    return float(minimize(loss, x0=1, options={"maxiter": 50}, method="BFGS").x[0])
+
+
+def _ts_loss(logits, y):
+    """His TS objective of a one-element float64 array of the temperature."""
     logits = np.asarray(logits).astype(np.float32)
 
     def loss(t):
@@ -34,7 +40,52 @@ def valk_temperature(logits, y) -> float:
             probs = global_max_softmax(scores)
         return log_loss(_own_max_where_lost(probs, scores), y, clip=1e-15)
 
-    return float(minimize(loss, x0=1, options={"maxiter": 50}, method="BFGS").x[0])
+    return loss
+
+
+#: His BFGS's gradient estimate (scipy 1.6, as his environment.yml pins it): the forward
+#: difference with this absolute step; it stops at the first iterate whose estimate is at
+#: most `BFGS_GTOL` in size.
+BFGS_STEP = 1.4901161193847656e-08
+BFGS_GTOL = 1e-5
+
+
+def bfgs_gradient(loss, t: float) -> float:
+    """The forward difference his BFGS steers and stops by."""
+    return (loss(np.array([t + BFGS_STEP])) - loss(np.array([t]))) / BFGS_STEP
+
+
+def accepted_temperatures(logits, y) -> tuple[float, float, float]:
+    """(lowest, centre, highest) of the temperatures his TS's BFGS accepts: where its
+    gradient estimate (`bfgs_gradient`) is within ``[-BFGS_GTOL, BFGS_GTOL]``, an interval
+    around the zero of the estimate (the loss is convex in the temperature), each end found
+    by Brent's method to 1e-9. Which point of it a run returns is set by the iterates' path,
+    not by the stopping test."""
+    from scipy.optimize import brentq
+
+    loss = _ts_loss(logits, y)
+    start = valk_temperature(logits, y)
+
+    def root(level):
+        width = 1e-3
+        while bfgs_gradient(loss, start - width) >= level:
+            width *= 2
+        low = start - width
+        width = 1e-3
+        while bfgs_gradient(loss, start + width) <= level:
+            width *= 2
+        return brentq(lambda t: bfgs_gradient(loss, t) - level, low, start + width, xtol=1e-9)
+
+    return root(-BFGS_GTOL), root(0.0), root(BFGS_GTOL)
+
+
+def accepted_temperature(logits, y, stop: float) -> float:
+    """The temperature ``stop`` of the way from the centre of `accepted_temperatures` to
+    its upper end (``stop`` > 0) or its lower end (< 0); ``stop`` in [-1, 1]."""
+    if not -1 <= stop <= 1:
+        raise ValueError(f"stop must lie in [-1, 1], not {stop}")
+    low, centre, high = accepted_temperatures(logits, y)
+    return centre + stop * ((high - centre) if stop > 0 else (centre - low))
 
 
 def valk_probabilities(logits, temperature: float | None = None) -> np.ndarray:

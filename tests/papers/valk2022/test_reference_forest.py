@@ -141,3 +141,77 @@ def test_valks_forest_is_registered_with_his_settings():
         0,
     )
     assert not model.temperature
+
+
+def _ts_problem():
+    rng = np.random.default_rng(5)
+    logits = (rng.normal(size=(600, 10)) * 4).astype(np.float32).astype(np.float64)
+    y = np.where(rng.random(600) < 0.8, logits.argmax(axis=1), rng.integers(0, 10, 600))
+    return logits, y
+
+
+def _forward_difference(logits32, labels, t):
+    """scipy 1.6's BFGS gradient estimate of his TS loss (absolute step 1.49e-8)."""
+    y_onehot = np.eye(logits32.shape[1])[labels]
+
+    def loss(x):
+        return _sklearn_log_loss(y_onehot, _softmax(logits32 / np.array([x])))
+
+    h = 1.4901161193847656e-08
+    return (loss(t + h) - loss(t)) / h
+
+
+def test_accepted_temperatures_are_where_his_gradient_estimate_meets_the_tolerance():
+    from calbench.papers.valk2022.reference_valk import accepted_temperatures
+
+    logits, y = _ts_problem()
+    low, centre, high = accepted_temperatures(logits, y)
+    l32 = logits.astype(np.float32)
+    assert low < _valk_temperature(l32, y) < high
+    # the estimate moves in steps of the loss's rounding over the step: a few 1e-9 here
+    for t, level in ((low, -1e-5), (centre, 0.0), (high, 1e-5)):
+        assert abs(_forward_difference(l32, y, t) - level) < 1e-7
+
+
+def test_scipys_bfgs_accepts_every_temperature_inside_and_none_outside():
+    """His stopping test, run by scipy itself: BFGS started inside the interval stops at
+    once; started a little beyond either end, it iterates."""
+    from calbench.papers.valk2022.reference_valk import accepted_temperature
+
+    logits, y = _ts_problem()
+    l32, y_onehot = logits.astype(np.float32), np.eye(10)[y]
+
+    def iterations(x0):
+        loss = lambda x: _sklearn_log_loss(y_onehot, _softmax(l32 / x))  # noqa: E731
+        return minimize(loss, x0=x0, options={"maxiter": 50}, method="BFGS").nit
+
+    centre = accepted_temperature(logits, y, 0.0)
+    for stop in (-0.95, -0.5, 0.0, 0.5, 0.95):
+        assert iterations(accepted_temperature(logits, y, stop)) == 0
+    for end in (-1.0, 1.0):
+        beyond = centre + 1.1 * (accepted_temperature(logits, y, end) - centre)
+        assert iterations(beyond) > 0
+
+
+def test_the_forest_at_a_ts_stop_is_his_forest_at_that_temperature():
+    from calbench.papers.valk2022.reference_valk import accepted_temperature
+
+    logits, y = _ts_problem()
+    settings = {"n_trees": 5, "depths": (1, 3), "n_cv_folds": 3, "temperature": True}
+    stopped = ValkRandomForest(ts_stop=0.5, **settings).fit(logits, y)
+    assert stopped.temperature_ == accepted_temperature(logits, y, 0.5)
+    # the same forest as at his BFGS's stop, once that stop is replaced by this temperature
+    theirs = ValkRandomForest(**settings).fit(logits, y)
+    assert theirs.temperature_ != stopped.temperature_
+    theirs.temperature_ = stopped.temperature_
+    p32 = _softmax(logits.astype(np.float32) / np.float32(stopped.temperature_))
+    out, scores, best = _valk_procedure(p32, np.eye(10)[y], p32, (1, 3), 3, 5, 1e-4)
+    assert stopped.depth_ == best
+    np.testing.assert_array_equal(stopped.predict_proba(logits), out)
+
+
+@pytest.mark.parametrize("params", [{"ts_stop": 0.5}, {"ts_stop": 1.5, "temperature": True}])
+def test_a_ts_stop_needs_the_temperature_and_lies_in_the_interval(params):
+    logits, y = _ts_problem()
+    with pytest.raises(ValueError):
+        ValkRandomForest(n_trees=2, depths=(1,), n_cv_folds=2, **params).fit(logits, y)
