@@ -69,12 +69,15 @@ def reference_softmax(logits: np.ndarray) -> np.ndarray:
 
 @contextmanager
 def _one_thread():
-    """Torch on one thread: a step is a few small products, and waking a second thread
-    for each cost more than it saved (2.3 ms against 1.0 ms a step for VecS at 5000 x 10)."""
+    """Torch on one thread, in inference mode: a step is a few small products, and waking a
+    second thread for each cost more than it saved (2.3 ms against 1.0 ms a step for VecS
+    at 5000 x 10); no tensor needs autograd, whose bookkeeping per operation cost 15-25%
+    of a fit (Valk's MS-ODIR seed; same bits)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with torch.inference_mode():
+            yield
     finally:
         torch.set_num_threads(before)
 
