@@ -130,6 +130,7 @@ bench:
 	$(PYTHON) -m benchmarks.bench_arena_store --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_presets.py --one-job --data-dir $(DATA) --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_tour.py --out $(RESULTS)/bench
+	$(PYTHON) benchmarks/bench_procedures.py --out $(RESULTS)/bench
 	cat $(RESULTS)/bench/dirichlet.md $(RESULTS)/bench/dirichlet_imagenet.md \
 	    $(RESULTS)/bench/defaults_noisy.md $(RESULTS)/bench/odir_search.md \
 	    $(RESULTS)/bench/many_classes.md $(RESULTS)/bench/many_classes_2000.md \
@@ -138,7 +139,8 @@ bench:
 	    $(RESULTS)/bench/hoki.md $(RESULTS)/bench/venn_abers.md $(RESULTS)/bench/tables.md \
 	    $(RESULTS)/bench/calarena_speed.md $(RESULTS)/bench/calarena_speed_networks.md \
 	    $(RESULTS)/bench/sweep.md $(RESULTS)/bench/arena_store.md \
-	    $(RESULTS)/bench/presets.md $(RESULTS)/bench/tour.md > $(RESULTS)/bench/summary.md
+	    $(RESULTS)/bench/presets.md $(RESULTS)/bench/tour.md \
+	    $(RESULTS)/bench/procedures.md > $(RESULTS)/bench/summary.md
 
 # On a machine with a CUDA GPU: ms_odir at ImageNet shape on the device against its CPU
 # (about 4 minutes on one H100; docs/performance.md holds the figures).

@@ -140,8 +140,8 @@ def _fold_fitter(calibrator, points, splits, logits, y, prefix, warm):
     whether a point outside ``points`` can be fitted too):
 
     - a calibrator that trains a whole grid as one batch (``fit_grid``, the Keras-style
-      layers) fits every point of an inner fold at once; the choice and the kept models
-      are as one by one;
+      layers) fits every point of an inner fold at once (``fit_grid_folds``: of every
+      inner fold at once); the choice and the kept models are as one by one;
     - a grid over one prefix parameter (`Calibrator.prefix_params`) is one fit per inner
       fold, at its largest value, whose truncated copies are the other points;
     - a calibrator that can warm-start keeps one model per inner fold, each fit starting
@@ -151,8 +151,11 @@ def _fold_fitter(calibrator, points, splits, logits, y, prefix, warm):
       grid: 36 s against 63 s weakest first; DenseNet-BC-100: 10 s against 21 s);
     - any other is fitted afresh for each point.
     """
-    if getattr(calibrator, "fit_grid", None) is not None:
+    if getattr(calibrator, "fit_grid_folds", None) is not None:
+        batches = calibrator.fit_grid_folds(logits, y, [f for f, _ in splits], points)
+    elif getattr(calibrator, "fit_grid", None) is not None:
         batches = [calibrator.fit_grid(logits[f], y[f], points) for f, _ in splits]
+    if getattr(calibrator, "fit_grid", None) is not None:
 
         def fit_point(i, j, params, fit_logits, fit_y):
             return batches[j][i]

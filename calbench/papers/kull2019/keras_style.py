@@ -34,6 +34,7 @@ models (`fit_grid`), which inner CV over Kull's 432-point grids needs.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -50,6 +51,7 @@ from calbench.calibrators.constraints import (
     Number,
 )
 from calbench.lazy import LazyModule
+from calbench.papers.kull2019.keras_batches import Permutations, Rows
 from calbench.simplex import global_max_softmax, softmax
 
 torch = LazyModule("torch")
@@ -67,30 +69,17 @@ def reference_softmax(logits: np.ndarray) -> np.ndarray:
 
 @contextmanager
 def _one_thread():
-    """Torch on one thread: a step is a few small products, and waking a second thread
-    for each cost more than it saved (2.3 ms against 1.0 ms a step for VecS at 5000 x 10)."""
+    """Torch on one thread, in inference mode: a step is a few small products, and waking a
+    second thread for each cost more than it saved (2.3 ms against 1.0 ms a step for VecS
+    at 5000 x 10); no tensor needs autograd, whose bookkeeping per operation cost 15-25%
+    of a fit (Valk's MS-ODIR seed; same bits)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with torch.inference_mode():
+            yield
     finally:
         torch.set_num_threads(before)
-
-
-class _Permutations:
-    """The epochs' batch orders of one numpy generator, drawn once and shared: a replica
-    at epoch ``e`` of a stage reads permutation ``offset + e``, as each Keras model
-    reseeded the global generator and then drew one permutation per epoch it ran."""
-
-    def __init__(self, n: int, seed: int):
-        self.n, self._random, self._drawn = n, np.random.RandomState(seed), []
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        while len(self._drawn) <= index:
-            order = np.arange(self.n)
-            self._random.shuffle(order)
-            self._drawn.append(order)
-        return self._drawn[index]
 
 
 class KerasStyleScaling(Calibrator):
@@ -197,16 +186,16 @@ class KerasStyleScaling(Calibrator):
             return x * weights[:, None, :] + bias[:, None, :]
         return x @ weights.transpose(1, 2) + bias[:, None, :]
 
-    def _loss_and_gradient(self, outputs, y):
+    def _loss_and_gradient(self, outputs, onehot):
         """Each replica's mean batch loss (R,) and its gradient in the layer's logits
         (R, B, k), in closed form: autograd's bookkeeping cost more than the arithmetic
         at these sizes, and torch's softmax over a last axis of 10 is slow on CPU."""
         shifted = outputs - outputs.amax(dim=-1, keepdim=True)
         exp = shifted.exp()
-        probs = exp / exp.sum(dim=-1, keepdim=True)
-        onehot = torch.zeros_like(probs).scatter_(-1, y[..., None].expand(*probs.shape[:2], 1), 1)
+        summed = exp.sum(dim=-1, keepdim=True)
+        probs = exp / summed
         if self.loss_clip is None:
-            log_p = shifted - exp.sum(dim=-1, keepdim=True).log()
+            log_p = shifted - summed.log()
             loss = -(log_p * onehot).sum(dim=-1)
             grad = probs - onehot
         else:
@@ -221,56 +210,66 @@ class KerasStyleScaling(Calibrator):
             grad = probs * (g - (probs * g).sum(dim=-1, keepdim=True))
         return loss.mean(dim=1), grad / outputs.shape[1]
 
-    def _penalty(self, weights, bias, l2, mu):
+    def _penalties(self, l2, mu, k):
+        """The live replicas' penalty terms, taken once while the replicas stay: ``l2``,
+        ``mu`` (R,), ``2 l2`` and ``2 mu`` shaped for the gradients, and the kernel's mask
+        (off-diagonal for ODIR)."""
+        mask = torch.ones(k, k)
+        if self.regularization == "odir":
+            mask = mask - torch.eye(k)
+        return l2, mu, 2 * l2[:, None, None], 2 * mu[:, None], mask
+
+    def _penalty(self, weights, bias, terms):
         """(R,) penalties of the replicas' weights, as Keras adds them to each batch, and
-        their gradients."""
+        their gradients (``terms``: `_penalties`)."""
         if self.regularization == "none" or self.structure == "vector":
             return torch.zeros(weights.shape[0]), (0, 0)
-        mask = torch.ones_like(weights[0])
-        if self.regularization == "odir":
-            mask = mask - torch.eye(weights.shape[-1])
+        l2, mu, twice_l2, twice_mu, mask = terms
         masked = weights * mask
         value = l2 * (masked * weights).sum(dim=(1, 2)) + mu * (bias**2).sum(dim=1)
-        return value, (2 * l2[:, None, None] * masked, 2 * mu[:, None] * bias)
+        return value, (twice_l2 * masked, twice_mu * bias)
 
-    def _gradients(self, params, x, y, l2, mu):
+    def _gradients(self, params, x, onehot, terms):
         weights, bias = params
-        loss, grad_out = self._loss_and_gradient(self._outputs(weights, bias, x), y)
+        loss, grad_out = self._loss_and_gradient(self._outputs(weights, bias, x), onehot)
         if weights.dim() == 2:
             grads = [(grad_out * x).sum(dim=1), grad_out.sum(dim=1)]
         else:
             grads = [grad_out.transpose(1, 2) @ x, grad_out.sum(dim=1)]
-        penalty, penalty_grads = self._penalty(weights, bias, l2, mu)
+        penalty, penalty_grads = self._penalty(weights, bias, terms)
         return loss + penalty, [g + pg for g, pg in zip(grads, penalty_grads, strict=True)]
 
     # -- training ---------------------------------------------------------------------
-    def _train_stage(self, params, x, y, l2, mu, lr, orders_of, offsets):
-        """One Keras ``model.fit``: Adam from a fresh state, early stopping per replica.
+    def _train_stage(self, params, rows, l2, mu, lr, orders_of, offsets):
+        """One Keras ``model.fit`` on ``rows`` (`Rows`): Adam from a fresh state, early
+        stopping per replica.
         ``orders_of[r]`` are replica r's permutations, read from ``offsets[r]`` on.
         Returns the number of epochs each replica ran.
 
         A replica that has stopped leaves the batch: each epoch trains only the live ones
         (a grid's strongly penalised points stop within a few dozen epochs while the weak
         ones run on). A replica's numbers do not depend on which others share its batch."""
-        n, replicas = len(x), params[0].shape[0]
+        n, replicas = rows.n, params[0].shape[0]
         live = torch.arange(replicas)
         current = [p.clone() for p in params]
         moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
         best = torch.full((replicas,), float("inf"))
         wait = torch.zeros(replicas, dtype=torch.long)
         epochs = torch.zeros(replicas, dtype=torch.long)
+        terms = self._penalties(l2, mu, params[0].shape[-1])
         # One batch order for all replicas where they share a generator and a position in it.
         shared = len({(id(o), int(f)) for o, f in zip(orders_of, offsets, strict=True)}) == 1
         step = 0
         for epoch in range(self.max_epochs):
             pairs = [(orders_of[r], int(offsets[r])) for r in live[: 1 if shared else None]]
-            orders = torch.from_numpy(np.stack([o[f + epoch] for o, f in pairs]))
+            orders = rows.orders(live, torch.from_numpy(np.stack([o[f + epoch] for o, f in pairs])))
             total = torch.zeros(len(live))
             for start in range(0, n, self.batch_size):
                 index = orders[:, start : start + self.batch_size]
-                batch_loss, grads = self._gradients(current, x[index], y[index], l2[live], mu[live])
+                x, onehot = rows.x[index], rows.onehot[index]
+                batch_loss, grads = self._gradients(current, x, onehot, terms)
                 step += 1
-                rate = lr * np.sqrt(1 - _BETA_2**step) / (1 - _BETA_1**step)
+                rate = lr * math.sqrt(1 - _BETA_2**step) / (1 - _BETA_1**step)
                 for p, g, (m, v) in zip(current, grads, moments, strict=True):
                     m.mul_(_BETA_1).add_(g, alpha=1 - _BETA_1)
                     v.mul_(_BETA_2).addcmul_(g, g, value=1 - _BETA_2)
@@ -286,6 +285,7 @@ class KerasStyleScaling(Calibrator):
                 for full, p in zip(params, current, strict=True):
                     full[live] = p
                 live = live[keep]
+                terms = self._penalties(l2[live], mu[live], params[0].shape[-1])
                 current = [p[keep] for p in current]
                 moments = [(m[keep], v[keep]) for m, v in moments]
             if not len(live):
@@ -299,40 +299,58 @@ class KerasStyleScaling(Calibrator):
         ``mu``, ``seed``), trained together as one batch of replicas: the same numbers as
         fitting each alone (a test checks it), at a fraction of the cost of separate
         trainings."""
-        models = [self._copy_with(point) for point in points]
-        for model in models:
+        return self._fit_replicas(logits, y, [slice(None)], points)[0]
+
+    def fit_grid_folds(self, logits, y, folds: list, points: list[dict]) -> list[list]:
+        """`fit_grid` on each inner fold's rows (``folds``: index arrays), folds of equal
+        size as one batch of replicas: ``[fold][point]``, bit for bit `fit_grid` fold by
+        fold (a test checks it), in the Python steps of one fold."""
+        out = [None] * len(folds)
+        sizes = [len(np.arange(len(y))[f]) for f in folds]
+        for size in dict.fromkeys(sizes):
+            group = [j for j, s in enumerate(sizes) if s == size]
+            fitted = self._fit_replicas(logits, y, [folds[j] for j in group], points)
+            for j, models in zip(group, fitted, strict=True):
+                out[j] = models
+        return out
+
+    def _fit_replicas(self, logits, y, folds: list, points: list[dict]) -> list[list]:
+        """``[fold][point]``: a copy per point trained on each fold's rows (folds of one
+        size), every (fold, point) a replica of one batch."""
+        models = [[self._copy_with(point) for point in points] for _ in folds]
+        flat = [model for fold in models for model in fold]
+        for model in flat:
             model.validate_params()
+        if len({(m.lr, m.double_fit, m.structure, m.input_space) for m in flat}) > 1:
+            raise ValueError("fit_grid trains replicas that differ only in l2, mu and seed")
         logits = np.asarray(logits, dtype=np.float64)
         y = np.asarray(y, dtype=np.int64)
-        if len({(m.lr, m.double_fit, m.structure, m.input_space) for m in models}) > 1:
-            raise ValueError("fit_grid trains replicas that differ only in l2, mu and seed")
-        k = logits.shape[1]
-        template = models[0]
-        x = torch.from_numpy(template._inputs(logits))
-        labels = torch.from_numpy(y)
-        replicas = len(models)
-        if template.structure == "vector":
-            weights = torch.ones(replicas, k)
-        else:
-            weights = torch.eye(k).repeat(replicas, 1, 1)
+        template, k, replicas = flat[0], logits.shape[1], len(flat)
+        xs = [torch.from_numpy(template._inputs(logits[f])) for f in folds]
+        labels = [torch.from_numpy(y[f]) for f in folds]
+        rows = Rows(xs[0], labels[0])
+        if len(folds) > 1:
+            fold_of = torch.arange(len(folds)).repeat_interleave(len(points))
+            rows = Rows(torch.stack(xs), torch.stack(labels), fold_of)
+        vector = template.structure == "vector"
+        weights = torch.ones(replicas, k) if vector else torch.eye(k).repeat(replicas, 1, 1)
         params = [weights, torch.zeros(replicas, k)]
-        l2 = torch.tensor([float(m.l2) for m in models], dtype=torch.float32)
-        mu = torch.tensor([m._bias_penalty() for m in models], dtype=torch.float32)
-        generators = {m.seed: _Permutations(len(x), m.seed) for m in models}
-        orders_of = [generators[m.seed] for m in models]
+        l2 = torch.tensor([float(m.l2) for m in flat], dtype=torch.float32)
+        mu = torch.tensor([m._bias_penalty() for m in flat], dtype=torch.float32)
+        generators = {
+            (j, m.seed): Permutations(rows.n, m.seed) for j in range(len(folds)) for m in flat
+        }
+        orders_of = [generators[(r // len(points), m.seed)] for r, m in enumerate(flat)]
         offsets = torch.zeros(replicas, dtype=torch.long)
         with _one_thread():
-            first = template._train_stage(
-                params, x, labels, l2, mu, template.lr, orders_of, offsets
-            )
+            first = template._train_stage(params, rows, l2, mu, template.lr, orders_of, offsets)
             second = torch.zeros_like(first)
             if template.double_fit and template.structure == "matrix":
                 second = template._train_stage(
-                    params, x, labels, l2, mu, template.lr / 10, orders_of, first
+                    params, rows, l2, mu, template.lr / 10, orders_of, first
                 )
-        for r, model in enumerate(models):
-            model.n_classes_ = k
-            model.classes_ = np.arange(k)
+        for r, model in enumerate(flat):
+            model.n_classes_, model.classes_ = k, np.arange(k)
             model.coef_ = params[0][r].numpy().copy()
             model.intercept_ = params[1][r].numpy().copy()
             model.n_epochs_ = (int(first[r]), int(second[r]))

@@ -129,6 +129,29 @@ def test_a_grid_of_replicas_equals_separate_fits():
         )
 
 
+@pytest.mark.parametrize("name", ["keras_dir", "keras_ms", "keras_vs"])
+def test_inner_folds_trained_as_one_batch_are_each_folds_fit_bit_for_bit(name):
+    # Four folds, three of 224 rows (one batch; one of them not a kfold part) and one of 225
+    # (its own); two penalties and two seeds a fold, replicas stopping early at different
+    # epochs: each (fold, point) equals fit_grid on that fold's rows alone.
+    logits, y = _data(n=299, k=4, seed=2)
+    folds = [np.setdiff1d(np.arange(299), part) for part in np.array_split(np.arange(299), 4)]
+    folds[1] = np.sort(np.random.default_rng(0).permutation(299)[:224])  # not a kfold part
+    points = [{"l2": 0.01, "mu": 0.001}, {"l2": 0.3, "seed": 4}]
+    base = make_calibrator(name, lr=0.05, max_epochs=30, patience=2)
+    together = base.fit_grid_folds(logits, y, folds, points)
+    assert [len(f) for f in folds] == [224, 224, 224, 225]
+    for fold, models in zip(folds, together, strict=True):
+        alone = base.fit_grid(logits[fold], y[fold], points)
+        for model, single in zip(models, alone, strict=True):
+            np.testing.assert_array_equal(model.coef_, single.coef_)
+            np.testing.assert_array_equal(model.intercept_, single.intercept_)
+            assert model.n_epochs_ == single.n_epochs_
+    stopped = {model.n_epochs_ for models in together for model in models}
+    assert len(stopped) > 1 or name == "keras_vs"  # VecS ran all 30 epochs in every replica
+    assert not np.array_equal(together[0][0].coef_, together[1][0].coef_)
+
+
 def test_dirichlet_input_is_their_clipped_log_of_their_global_max_softmax():
     logits = np.array([[0.0, 1.0, 2.0], [-120.0, -30.0, -20.0], [-300.0, -299.0, -250.0]])
     probs = reference_softmax(logits)

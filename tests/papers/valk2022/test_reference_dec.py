@@ -5,11 +5,12 @@ draws: calbench draws the initial weights and the noise from numpy's generator, 
 from torch's global one, so the written-out critic takes them as given."""
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
 from calbench.calibrators import make_calibrator
-from calbench.papers.valk2022.reference_dec import ValkDecisionCalibration
+from calbench.papers.valk2022.reference_dec import ValkDecisionCalibration, train_critic
 from calbench.papers.valk2022.reference_valk import force_p_to_simplex, valk_probabilities
 
 #: Valk's DEC small enough for contract tests (its defaults take a million Adam steps).
@@ -110,3 +111,64 @@ def test_valks_decision_calibration_carries_his_settings():
     model = make_calibrator("ts_dec_valk_code")
     assert (model.n_critics, model.epochs, model.steps, model.temperature) == (100, 1000, 10, True)
     assert (model.learning_rate, model.noise, model.n_actions) == (1e-2, 0.1, 2)
+
+
+def _critic_as_one_expression_a_step(
+    probs, labels_onehot, rng, *, epochs, steps, lr, noise, n_actions
+):
+    """`train_critic` as it was written before its buffers (one expression per quantity,
+    the noise drawn step by step): its float32 operations are the reference the buffered
+    loop must reproduce bit for bit."""
+    n, k = probs.shape
+    f32 = np.float32
+    weight = ((rng.random((n_actions, k), dtype=f32) * 2 - 1) * f32(1.0 / np.sqrt(k))).astype(f32)
+    probs_t = np.ascontiguousarray(probs.T, dtype=f32)
+    residual_t = np.ascontiguousarray((labels_onehot - probs).T, dtype=f32)
+    first, second = np.zeros_like(weight), np.zeros_like(weight)
+    t = 0
+    for epoch in range(epochs):
+        rate = lr * 0.8 ** (epoch // 50)
+        for _ in range(steps):
+            scores = weight @ probs_t
+            if n_actions == 2:
+                scores[0] += rng.standard_normal(n, dtype=f32) * f32(noise * np.sqrt(2))
+            else:
+                scores += rng.standard_normal(scores.shape, dtype=f32) * f32(noise)
+            scores -= scores.max(axis=0)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=0)
+            violation = scores @ residual_t.T / f32(n)
+            norms = np.sqrt((violation * violation).sum(axis=1, keepdims=True))
+            d_scores = -((violation / norms) @ residual_t) / f32(n)
+            d_scores = scores * (d_scores - (scores * d_scores).sum(axis=0))
+            grad = d_scores @ probs_t.T
+            t += 1
+            first = f32(0.9) * first + f32(0.1) * grad
+            second = f32(0.999) * second + f32(0.001) * grad * grad
+            denom = np.sqrt(second) / f32(np.sqrt(1 - 0.999**t)) + f32(1e-8)
+            weight = weight - f32(rate / (1 - 0.9**t)) * first / denom
+    action = weight @ probs_t
+    action = np.exp(action - action.max(axis=0))
+    action /= action.sum(axis=0)
+    adjustment = np.linalg.inv(action @ action.T) @ (action @ residual_t.T)
+    return weight, adjustment.astype(f32)
+
+
+@pytest.mark.parametrize(("n", "k", "n_actions"), [(500, 10, 2), (300, 100, 2), (400, 6, 3)])
+def test_critic_is_its_one_expression_loop_bit_for_bit(n, k, n_actions):
+    # Across StepLR's first step (epoch 50), at 10 and 100 classes and with a third action
+    # (noise on every score): weights, adjustment and the generator's state all equal.
+    rng = np.random.default_rng(k)
+    logits = rng.normal(size=(n, k)) * 3
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs = (probs / probs.sum(axis=1, keepdims=True)).astype(np.float32)
+    labels = np.eye(k, dtype=np.float32)[rng.integers(0, k, n)]
+    settings = {"epochs": 52, "steps": 3, "lr": 1e-2, "noise": 0.1, "n_actions": n_actions}
+    mine_rng, reference_rng = np.random.default_rng(7), np.random.default_rng(7)
+    mine = train_critic(probs, labels, mine_rng, **settings)
+    reference = _critic_as_one_expression_a_step(probs, labels, reference_rng, **settings)
+    assert mine[0].dtype == mine[1].dtype == np.float32
+    np.testing.assert_array_equal(mine[0], reference[0])
+    np.testing.assert_array_equal(mine[1], reference[1])
+    assert mine_rng.bit_generator.state == reference_rng.bit_generator.state
+    assert np.abs(mine[0]).max() > 1.0 / np.sqrt(k)  # trained away from its initial bound
