@@ -46,18 +46,33 @@ def test_calarenas_binary_ece_is_probmetrics_own_on_bin_edges(rng, dtype):
     assert ours == pytest.approx(_probmetrics_ece(predictions, y), rel=1e-6, abs=1e-9)
 
 
-def test_quadratic_calarena_is_probmetrics_binary_logistic_calibrator(rng):
+@pytest.mark.parametrize(
+    "method, kind", [("platt_logits_calarena", "affine"), ("quadratic_calarena", "quadratic")]
+)
+def test_logit_scaling_sklearn_is_probmetrics_fitted_in_float64(rng, monkeypatch, method, kind):
+    """probmetrics' BinaryLogisticCalibrator with scikit-learn given its float32 features
+    as float64 (this scikit-learn, 1.9, would fit them in float32)."""
+    from sklearn.linear_model import LogisticRegression
+
     p1, y, logits = _task(rng)
+    fit, predict = LogisticRegression.fit, LogisticRegression.predict_proba
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reference = pc.BinaryLogisticCalibrator(type="quadratic").fit(p1[:1000], y[:1000])
+        in_float32 = pc.BinaryLogisticCalibrator(type=kind).fit(p1[:1000], y[:1000])
+        in_float32 = in_float32.predict_proba(p1[1000:])
+        monkeypatch.setattr(
+            LogisticRegression, "fit", lambda m, x, t: fit(m, np.asarray(x, np.float64), t)
+        )
+        monkeypatch.setattr(
+            LogisticRegression, "predict_proba", lambda m, x: predict(m, np.asarray(x, np.float64))
+        )
+        reference = pc.BinaryLogisticCalibrator(type=kind).fit(p1[:1000], y[:1000])
         expected = reference.predict_proba(p1[1000:])
-        ours = make_calibrator("quadratic_calarena").fit(logits[:1000], y[:1000])
-    got = ours.predict_proba(logits[1000:])
-    assert expected.dtype == np.float32 and in_float32(got)
-    np.testing.assert_array_equal(got, expected.astype(np.float64))
+        ours = make_calibrator(method).fit(logits[:1000], y[:1000])
+    np.testing.assert_array_equal(ours.predict_proba(logits[1000:]), expected)
+    assert not np.array_equal(expected, in_float32)
     with pytest.raises(CalbenchError, match="needs two classes"):
-        make_calibrator("quadratic_calarena").fit(np.zeros((6, 3)), [0, 1, 2, 0, 1, 2])
+        make_calibrator(method).fit(np.zeros((6, 3)), [0, 1, 2, 0, 1, 2])
 
 
 def test_kernel_nw_float32_returns_probmetrics_float32_predictions(rng):
