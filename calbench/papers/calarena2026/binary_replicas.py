@@ -21,12 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.binary import binary_columns, renormalised
 from calbench.calibrators.boosted.trees import BoostedCalibrator
 from calbench.calibrators.constraints import Choice
 from calbench.calibrators.float32 import calarena_probabilities
 from calbench.calibrators.neighbourhood.dirichlet_kernel import DirichletKernel
 from calbench.calibrators.optional import optional_module
-from calbench.errors import CalbenchError
 
 
 def calarena_binary_features(p1: np.ndarray, features: str) -> np.ndarray:
@@ -43,7 +43,38 @@ def calarena_binary_features(p1: np.ndarray, features: str) -> np.ndarray:
     return np.hstack(columns)
 
 
-class SklearnLogitScaling(Calibrator):
+class _ClassOneOrEach(Calibrator):
+    """On two classes one binary fit on class 1's stored float32 probability, its rows as
+    the package returns them (CalArena's); on more (the estimator contract: CalArena runs
+    these on two classes only) one per class against the rest, renormalised. A class whose
+    outcomes are all equal predicts their frequency. Subclasses give ``_fit_one(p,
+    outcomes)`` and ``_apply_one(model, p) -> (n, 2) rows``."""
+
+    input_kind = "probabilities"
+
+    def _fit(self, logits, y):
+        probs, y = calarena_probabilities(logits), np.asarray(y)
+        self.maps_ = []
+        for j in binary_columns(probs.shape[1]):
+            outcomes = (y == j).astype(int)
+            rate = float(outcomes.mean())
+            constant = rate in (0.0, 1.0)
+            self.maps_.append(rate if constant else self._fit_one(probs[:, j], outcomes))
+
+    def _predict_proba(self, logits):
+        probs = calarena_probabilities(logits)
+        rows = [
+            np.tile([1.0 - m, m], (len(probs), 1))
+            if isinstance(m, float)
+            else self._apply_one(m, probs[:, j])
+            for j, m in zip(binary_columns(probs.shape[1]), self.maps_, strict=True)
+        ]
+        if len(rows) == 1:
+            return rows[0]
+        return renormalised(np.column_stack([r[:, 1] for r in rows]))
+
+
+class SklearnLogitScaling(_ClassOneOrEach):
     """CalArena's Platt-logits (``features="affine"``) and Quadratic (``"quadratic"``):
     probmetrics' ``BinaryLogisticCalibrator``, i.e. scikit-learn's ``LogisticRegression``
     (``penalty=None, fit_intercept=False``, L-BFGS at its default tolerance) on the float32
@@ -51,7 +82,8 @@ class SklearnLogitScaling(Calibrator):
     depends on that precision: scikit-learn 1.9.1 keeps float32 features in float32 (on
     cv-binary's DenseNet-40 Platt's Kuiper 0.0019680 and ECE 0.0030981), cast to float64
     they give CalArena's printed 0.0019733314 and 0.0030926084 to 6e-10, and Quadratic's
-    ECE 0.0028790695 (printed 0.0028790692; float32: 0.0028793481). Two classes only.
+    ECE 0.0028790695 (printed 0.0028790692; float32: 0.0028793481). Beyond two classes one
+    fit per class, renormalised (`_ClassOneOrEach`).
 
     Parameters
     ----------
@@ -62,39 +94,27 @@ class SklearnLogitScaling(Calibrator):
     _family = "scaling"  # its family in `calbench list methods`
     _parameter_constraints = {"features": Choice("affine", "quadratic")}
 
-    input_kind = "probabilities"
-
     def __init__(self, features="affine"):
         self.features = features
 
-    def _fit(self, logits, y):
+    def _fit_one(self, p, outcomes):
         from sklearn.linear_model import LogisticRegression
 
-        x = calarena_binary_features(_class_1(self, logits), self.features).astype(np.float64)
-        self.model_ = LogisticRegression(penalty=None, fit_intercept=False, solver="lbfgs")
-        self.model_.fit(x, np.asarray(y))
-        self.coef_ = self.model_.coef_.ravel().astype(np.float64)
-
-    def _predict_proba(self, logits):
-        x = calarena_binary_features(_class_1(self, logits), self.features).astype(np.float64)
-        return np.asarray(self.model_.predict_proba(x), dtype=np.float64)
-
-
-def _class_1(calibrator, logits) -> np.ndarray:
-    """Class 1's stored float32 probability; CalArena's binary methods take two classes."""
-    if np.shape(logits)[1] != 2:
-        raise CalbenchError(
-            f"{type(calibrator).__name__} is CalArena's binary method: it needs two classes, "
-            f"not {np.shape(logits)[1]}."
+        x = calarena_binary_features(p, self.features).astype(np.float64)
+        return LogisticRegression(penalty=None, fit_intercept=False, solver="lbfgs").fit(
+            x, outcomes
         )
-    return calarena_probabilities(logits)[:, 1]
+
+    def _apply_one(self, model, p):
+        x = calarena_binary_features(p, self.features).astype(np.float64)
+        return np.asarray(model.predict_proba(x), dtype=np.float64)
 
 
-class PackageVennAbers(Calibrator):
+class PackageVennAbers(_ClassOneOrEach):
     """CalArena's binary Venn-Abers (probmetrics' ``BinaryVennAbersCalibrator``): the
     venn-abers package's inductive ``VennAbers`` fitted on class 1's stored float32
     probability (as ``[1 - p, p]`` in float32) and its merged probability ``p'`` predicted.
-    Two classes only.
+    Beyond two classes one predictor per class, renormalised (`_ClassOneOrEach`).
 
     Parameters
     ----------
@@ -103,18 +123,15 @@ class PackageVennAbers(Calibrator):
 
     _family = "venn_abers"  # its family in `calbench list methods`
 
-    input_kind = "probabilities"
-
     @staticmethod
-    def _expanded(p1):
-        return np.stack([np.float32(1.0) - p1, p1], axis=1)
+    def _expanded(p):
+        return np.stack([np.float32(1.0) - p, p], axis=1)
 
-    def _fit(self, logits, y):
-        self.model_ = optional_module("venn_abers").VennAbers()
-        self.model_.fit(self._expanded(_class_1(self, logits)), np.asarray(y))
+    def _fit_one(self, p, outcomes):
+        return optional_module("venn_abers").VennAbers().fit(self._expanded(p), outcomes)
 
-    def _predict_proba(self, logits):
-        p_prime, _ = self.model_.predict_proba(self._expanded(_class_1(self, logits)))
+    def _apply_one(self, model, p):
+        p_prime, _ = model.predict_proba(self._expanded(p))
         return np.asarray(p_prime, dtype=np.float64)
 
 
