@@ -17,6 +17,7 @@ _OPTIONAL = {
     "netcal": "netcal",
     "torchmin": "pytorch-minimize",
     "betacal": "betacal",
+    "venn_abers": "venn-abers",
 }
 
 

@@ -9,8 +9,10 @@ A number is
   float32 arithmetic, a value on a rounding boundary, ...);
 - ``verified cause`` when it differs, and a rule names a calbench method that follows the
   paper's own procedure (``verify:``), and the printed number lies inside the spread of that
-  method's stored cells (one per seed or fold; widened by half a printed unit, since the paper
-  rounds) -- the cause is then a fact, run in calbench;
+  method's stored cells (one per seed, fold or arithmetic; widened by half a printed unit,
+  since the paper rounds, and by the tolerance a rule states for the number, which is what
+  the metric's own arithmetic moves identical predictions by) -- the cause is then a fact,
+  run in calbench;
 - ``unexplained`` when it differs otherwise: no rule, a rule whose cause has not been run,
   or a procedure whose spread misses the printed number (the row says which);
 - ``not run`` when the store holds no such cell (the data set is absent, or the preset has
@@ -111,7 +113,7 @@ def _status(ours, printed, half_unit, tolerance, spread, scale, pending=False) -
         return "equal"
     if tolerance is not None and abs(ours - printed) <= tolerance + half_unit:
         return "within tolerance"
-    if spread is not None and spread.holds(printed, scale, half_unit):
+    if spread is not None and spread.holds(printed, scale, half_unit + (tolerance or 0.0)):
         return "verified cause"
     return "cause not verified" if pending and spread is None else "unexplained"
 
@@ -145,7 +147,8 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
                 spread.describe(scale, decimals + 1) if spread else "not run"
             )
             if spread and not spread.deterministic:
-                procedure += "; " + spread.describe_place(printed, scale, half_unit)
+                slack = half_unit + (tolerance or 0.0)
+                procedure += "; " + spread.describe_place(printed, scale, slack)
             if spread:
                 cells = " ".join([cells, *spread.cells]).strip()
         note = _note(status, matching, spread, hint)

@@ -1,10 +1,11 @@
 """The papers' own procedures (the ``PRESET_procedure*`` twins), run until they verify.
 
 A stated cause is verified when the printed number lies inside the spread (lowest to highest
-value, widened by half a printed unit) of the paper's procedure over its configured seeds or
-folds (`calbench.reproduce.spreads.Spread.holds`). The spread of a subset of those draws
-lies inside the spread of all of them, so a number held by the first k draws is provably
-held by all 40: ``until_held`` runs the draws in doubling batches (2, 2, 4, 8, ...), each
+value, widened by half a printed unit and the number's stated tolerance) of the paper's
+procedure over its configured seeds, folds or arithmetics
+(`calbench.reproduce.spreads.Spread.holds`). The spread of a subset of those draws lies
+inside the spread of all of them, so a number held by the first k draws is provably held by
+all 40: ``until_held`` runs the draws in doubling batches (2, 2, 4, 8, ...), each
 batch only for the methods with a number not yet held, and stops when every number is held
 or the draws run out. A number that none holds costs every draw, as before; one held early
 costs two. ``every_draw`` runs the whole sweep (the full spread, e.g. for a paper's table of

@@ -13,10 +13,12 @@ from calbench.conf_files import group_files, read_group, swept_values
 from calbench.packs import paper_packs
 from calbench.results.experiment import Results
 
-#: The parameters a procedure's cells may differ in: its seed, the fold whose model predicts
-#: (an authors' cross-validation), or where in the interval his TS's stopping test accepts
-#: the temperature lies (Valk's TS+forest, `reference_valk.accepted_temperature`).
-DRAWN = ("seed", "fold", "ts_stop")
+#: What a procedure's cells may differ in: its seed, the fold whose model predicts (an
+#: authors' cross-validation), the float32 arithmetic its fit ran in (CalArena's SMS:
+#: `calbench.papers.calarena2026.pinned_arithmetic.ARITHMETICS`), or where in the interval
+#: his TS's stopping test accepts the temperature lies (Valk's TS+forest,
+#: `reference_valk.accepted_temperature`).
+DRAWN = ("seed", "fold", "arithmetic", "ts_stop")
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,9 @@ class Spread:
         )
 
     def place(self, printed: float, scale: float, half_unit: float) -> tuple[int, int, int]:
-        """How many draws fall below the printed number, round to it (within half a printed
-        unit) and fall above it."""
+        """How many draws fall below the printed number, round to it (within ``half_unit``:
+        half a printed unit, plus the tolerance a rule states for the number) and fall above
+        it."""
         values = np.asarray(self.values) * scale
         slack = half_unit * (1 + 1e-9)
         below = int((values < printed - slack).sum())
@@ -54,7 +57,8 @@ class Spread:
         return below, len(values) - below - above, above
 
     def holds(self, printed: float, scale: float, half_unit: float) -> bool:
-        """The printed number lies inside the spread widened by half a printed unit."""
+        """The printed number lies inside the spread widened by ``half_unit`` (half a printed
+        unit, plus the number's stated tolerance)."""
         below, _, above = self.place(printed, scale, half_unit)
         return below < len(self.values) and above < len(self.values)
 

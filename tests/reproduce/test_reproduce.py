@@ -315,6 +315,33 @@ def test_a_cause_is_verified_only_where_the_procedure_spread_holds_the_printed_n
     assert missed["procedure"].endswith("seeds below / at / above the printed value: 0 / 0 / 2")
 
 
+def test_a_spread_is_widened_by_the_numbers_stated_tolerance(monkeypatch):
+    """Gupta Table 1 prints MS-ODIR 0.897 (KS x100). A rule's tolerance (what the metric's
+    own arithmetic moves identical predictions by) widens the procedure's spread as it widens
+    calbench's own value: draws 0.8980 and 0.9500 miss 0.897 by more than half a unit, and
+    hold it within a tolerance of 0.002."""
+    _fake_store(monkeypatch, {("c10_densenet40", "ms_odir", "ks_error"): 0.0100})
+    spreads = {
+        ("c10_densenet40", "ms_proc", "ks_error"): spreads_module.Spread(
+            (0.00898, 0.0095), ("avx2", "native"), ("c", "d"), "arithmetic"
+        )
+    }
+    monkeypatch.setattr(report_module, "procedure_spreads", lambda *a: spreads)
+    for tolerance, status, place in (
+        (None, "unexplained", "0 / 0 / 2"),
+        (0.002, "verified cause", "0 / 1 / 1"),
+    ):
+        rule = Rule({"method": "ms_odir"}, "float32 BFGS.", tolerance=tolerance, verify="ms_proc")
+        monkeypatch.setattr(report_module, "rules", lambda rule=rule: [rule])
+        row = compare("gupta_ks").set_index(["table", "dataset", "method"])
+        row = row.loc[("Table 1", "c10_densenet40", "ms_odir")]
+        assert row["status"] == status
+        assert row["procedure"] == (
+            "ms_proc: 0.8980 to 0.9500 over 2 arithmetics (avx2, native); "
+            f"arithmetics below / at / above the printed value: {place}"
+        )
+
+
 def test_a_spread_places_the_printed_number_among_its_draws():
     """Draws within half a printed unit of the printed number count as at it; the spread
     holds the number when some draw is not below it and some draw not above it, including

@@ -3,6 +3,14 @@ SMS and probmetrics' CDF-Spline (its genuine methods, CIR, boosting, BBQ, ENIR, 
 spline and the Dirichlet kernel, are the library's, in their families), and the per-method
 table its reproduction report adds."""
 
+from calbench.metrics import UNIT, MetricSpec
+from calbench.papers.calarena2026.binary_replicas import (
+    Float32Boosted,
+    Float32DirichletKernel,
+    PackageVennAbers,
+    SklearnLogitScaling,
+)
+from calbench.papers.calarena2026.ece import calarena_ece
 from calbench.papers.calarena2026.importer import import_calarena
 from calbench.papers.calarena2026.kuiper import calarena_gap
 from calbench.papers.calarena2026.published_results import BENCHMARKS, method_table
@@ -27,7 +35,14 @@ CALIBRATORS = {
     "venn_abers_stored": (StoredVennAbers, {}),
     "dir_odir_summed": (SummedODIR, {"regularization": "odir", "reference_class": True}),
     "cdf_spline_calarena": (ProbmetricsCDFSpline, {}),
+    "logit_scaling_sklearn": (SklearnLogitScaling, {}),
+    "kernel_nw_float32": (Float32DirichletKernel, {}),
+    "xgboost_float32": (Float32Boosted, {"library": "xgboost"}),
+    "venn_abers_package": (PackageVennAbers, {}),
 }
+
+#: CalArena's binary ``ece-15`` in the dtype its method returned (`ece`).
+METRICS = {"calarena_ece": MetricSpec(calarena_ece, "lower", UNIT)}
 
 #: ``kuiper_error``'s ``arithmetic: calarena``: probmetrics' float32 sums.
 KUIPER_ARITHMETIC = {"calarena": calarena_gap}

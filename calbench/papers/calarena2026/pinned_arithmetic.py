@@ -33,10 +33,12 @@ this process, with one warning that its float32 trajectory may differ from CalAr
 
 Not every AVX2-capable CPU gives the third row. On an AMD EPYC with AVX-512 (2 cores, torch
 2.13.0+cpu, 2026-11-29) the pinned SMS fit gave 0.2205988 (held-out log-loss; CalArena
-0.2206202, 2.1e-5 away, outside the 5e-6 tolerance), while the same fit in the process's own
-arithmetic (AVX-512, 2 threads; calbench b9cdbcb, before pinning) gave 0.2206202: the
-pinned environment does not fix the float32 trajectory across these CPUs (which kernel
-differs was not traced), so calarena_cv reads 70 of 76 there instead of 73.
+0.2206202, 2.1e-5 away, outside the 5e-6 tolerance). There MKL's mode alone decides it
+(`ARITHMETICS`, each fit in a child of its own): with MKL's reproducible mode (``MKL_CBWR``
+AVX2, AVX-512, AVX, SSE4_2 or AUTO) 0.2205987 to 0.2205988, with it off or ``COMPATIBLE``
+0.2206202, whether torch ran its AVX2 or AVX-512 kernels, on 1 or 2 threads. calarena_cv's procedure
+twin (calarena_cv_procedure) runs the fit in all eight `ARITHMETICS`, whose spread holds
+CalArena's SMS numbers.
 """
 
 from __future__ import annotations
@@ -64,6 +66,28 @@ PINNED_ENVIRONMENT = {
     "MKL_NUM_THREADS": str(PINNED_THREADS),
     "OMP_NUM_THREADS": str(PINNED_THREADS),
 }
+
+
+#: The float32 arithmetics `in_arithmetic` runs a fit in, by name: torch's vector kernels
+#: (``avx2``, or ``native``: the CPU's widest), MKL's code path (``cnr``: its conditional
+#: numerical reproducibility mode on the AVX2 path, ``free``: MKL's own dispatch, CNR off)
+#: and the threads (``1t``, ``2t``). ``avx2_cnr_1t`` is `PINNED_ENVIRONMENT`. On the AMD
+#: EPYC (AVX-512) measured 2026-11-29, MKL's mode alone moved the SMS fit: CNR 0.2205988
+#: (0.2205987 with native kernels), free 0.2206202 (CalArena's printed log-loss), with
+#: either kernels and 1 or 2 threads.
+ARITHMETICS = {
+    f"{kernels}_{mkl}_{threads}t": {
+        **({"ATEN_CPU_CAPABILITY": "avx2"} if kernels == "avx2" else {}),
+        **({"MKL_CBWR": "AVX2"} if mkl == "cnr" else {}),
+        "MKL_NUM_THREADS": str(threads),
+        "OMP_NUM_THREADS": str(threads),
+    }
+    for kernels in ("avx2", "native")
+    for mkl in ("cnr", "free")
+    for threads in (1, 2)
+}
+#: The variables an arithmetic sets or leaves unset in its child.
+_ARITHMETIC_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 @functools.cache
@@ -94,7 +118,8 @@ class _Worker:
     (2.5 s). Requests and results travel pickled through its stdin and stdout; it ends
     when this process closes its stdin, by exiting or by being killed."""
 
-    def __init__(self):
+    def __init__(self, environment: dict | None = None):
+        self.environment = PINNED_ENVIRONMENT if environment is None else environment
         self.process = None
         self.errors = None
         self.lock = threading.Lock()
@@ -106,8 +131,12 @@ class _Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.errors,
-            env={**os.environ, **PINNED_ENVIRONMENT, "CALBENCH_PINNED_PARENT": str(os.getpid())},
+            env=self._child_environment(),
         )
+
+    def _child_environment(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if k not in _ARITHMETIC_VARIABLES}
+        return {**env, **self.environment, "CALBENCH_PINNED_PARENT": str(os.getpid())}
 
     def close(self) -> None:
         """End the child (it exits when its stdin closes)."""
@@ -144,6 +173,7 @@ class _Worker:
 
 
 _WORKER = _Worker()
+_ARITHMETIC_WORKERS: dict[str, _Worker] = {}
 
 
 def pinned(function, *args):
@@ -154,6 +184,19 @@ def pinned(function, *args):
         _unpinned_warning(function.__qualname__)
         return function(*args)
     return _WORKER.call(function, args)
+
+
+def in_arithmetic(name: str, function, *args):
+    """``function(*args)`` computed in the float32 arithmetic ``name`` (`ARITHMETICS`), in a
+    child interpreter of its own (kept, as `pinned`'s): for a spread over arithmetics, such
+    as the procedure twin of CalArena's SMS. ``pinned`` is ``avx2_cnr_1t``'s own child."""
+    if name not in ARITHMETICS:
+        raise CalbenchError(f"unknown float32 arithmetic {name!r}; one of {sorted(ARITHMETICS)}")
+    if name == "avx2_cnr_1t" or not can_pin():
+        return pinned(function, *args)
+    if name not in _ARITHMETIC_WORKERS:
+        _ARITHMETIC_WORKERS[name] = _Worker(ARITHMETICS[name])
+    return _ARITHMETIC_WORKERS[name].call(function, args)
 
 
 def arithmetic() -> tuple[str, int]:
@@ -184,7 +227,7 @@ def _serve() -> None:
     _die_with_parent()
     import torch
 
-    torch.set_num_threads(PINNED_THREADS)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", PINNED_THREADS)))
     requests = sys.stdin.buffer
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.calibrators.base import Calibrator
+from calbench.calibrators.constraints import Choice
 from calbench.calibrators.float32 import calarena_log_probabilities, calarena_probabilities
 from calbench.calibrators.isotonic.regression import IsotonicCalibrator
 from calbench.calibrators.matrix.dirichlet import DirichletCalibrator
@@ -29,7 +30,7 @@ from calbench.calibrators.scaling.beta import BetaCalibrator
 from calbench.calibrators.scaling.temperature import VectorScaling
 from calbench.calibrators.spline.cdf import CDFSpline
 from calbench.calibrators.venn_abers.predictors import VennAbersCalibrator
-from calbench.papers.calarena2026.pinned_arithmetic import pinned
+from calbench.papers.calarena2026.pinned_arithmetic import ARITHMETICS, in_arithmetic, pinned
 from calbench.simplex import softmax
 
 
@@ -237,16 +238,26 @@ class Float32StructuredMatrixScaling(Calibrator):
 
     Parameters
     ----------
-    None
+    arithmetic : str
+        The float32 arithmetic the fit runs in (`pinned_arithmetic.ARITHMETICS`): the pinned
+        ``avx2_cnr_1t`` (``sms_calarena``), or another for the spread over arithmetics
+        (``sms_calarena_arithmetic``, the procedure twin calarena_cv_procedure).
     """
 
     _family = "matrix"  # its family in `calbench list methods`
+    _parameter_constraints = {"arithmetic": Choice(*ARITHMETICS)}
 
     input_kind = "probabilities"
 
+    def __init__(self, arithmetic="avx2_cnr_1t"):
+        self.arithmetic = arithmetic
+
     def _fit(self, logits, y):
-        self.inverse_temperature_, self.weights_ = pinned(
-            fit_float32_structured_matrix_scaling, np.asarray(logits), np.asarray(y)
+        self.inverse_temperature_, self.weights_ = in_arithmetic(
+            self.arithmetic,
+            fit_float32_structured_matrix_scaling,
+            np.asarray(logits),
+            np.asarray(y),
         )
 
     def _predict_proba(self, logits):

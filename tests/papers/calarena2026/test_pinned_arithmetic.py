@@ -94,3 +94,66 @@ def _state(pid: int) -> str:
         return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_each_named_arithmetic_sets_its_kernels_threads_and_mkl_mode(monkeypatch):
+    """A child's environment is its arithmetic's alone: variables the caller set for another
+    (here MKL's reproducible mode and 8 threads) do not leak into it."""
+    from calbench.papers.calarena2026.pinned_arithmetic import (
+        _ARITHMETIC_VARIABLES,
+        ARITHMETICS,
+        PINNED_ENVIRONMENT,
+        _Worker,
+        in_arithmetic,
+    )
+
+    monkeypatch.setenv("MKL_CBWR", "AVX512")
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    assert len(ARITHMETICS) == 8 and ARITHMETICS["avx2_cnr_1t"] == PINNED_ENVIRONMENT
+    expected = {
+        "avx2_free_2t": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_NUM_THREADS": "2"},
+        "native_cnr_1t": {"MKL_CBWR": "AVX2", "MKL_NUM_THREADS": "1"},
+        "native_free_2t": {"MKL_NUM_THREADS": "2"},
+    }
+    for name, variables in expected.items():
+        env = _Worker(ARITHMETICS[name])._child_environment()
+        set_here = {k: env[k] for k in _ARITHMETIC_VARIABLES if k in env}
+        assert set_here == {**variables, "OMP_NUM_THREADS": variables["MKL_NUM_THREADS"]}
+    with pytest.raises(CalbenchError, match="unknown float32 arithmetic 'avx3_cnr_1t'"):
+        in_arithmetic("avx3_cnr_1t", arithmetic)
+
+
+@pytest.mark.slow
+def test_a_named_arithmetics_child_runs_its_kernels_and_threads():
+    from calbench.papers.calarena2026.pinned_arithmetic import in_arithmetic
+
+    assert in_arithmetic("avx2_free_2t", arithmetic) == ("AVX2", 2)
+    assert in_arithmetic("avx2_free_2t", os.getenv, "MKL_CBWR") is None
+    assert in_arithmetic("native_cnr_1t", os.getenv, "MKL_CBWR") == "AVX2"
+
+
+@pytest.mark.slow
+def test_sms_in_mkls_own_dispatch_gives_calarenas_printed_log_loss(published_logits):
+    """CalArena's printed SMS log-loss on DenseNet-40 CIFAR-10 (its results CSV) lies in the
+    spread of the float32 fit over the arithmetics (measured here, an AMD EPYC: MKL's
+    reproducible mode 0.2205988, its own dispatch 0.2206202)."""
+    pytest.importorskip("torchmin")
+    from calbench.papers.calarena2026.replicas import Float32StructuredMatrixScaling
+    from calbench.papers.calarena2026.stored_inputs import float32_probabilities
+    from calbench.reproduce.published import published
+    from tests.conftest import load_network
+
+    table = published("calarena_cv")
+    printed = table[
+        (table.dataset == "c10_densenet40")
+        & (table.method == "sms_calarena")
+        & (table.metric == "log_loss_float32")
+    ]["value"]
+    printed = float(printed.item())
+    data = float32_probabilities(load_network("c10_densenet40", published_logits))
+    losses = []
+    for name in ("avx2_cnr_1t", "avx2_free_1t", "native_free_2t"):
+        fit = Float32StructuredMatrixScaling(name).fit(data.logits_cal, data.y_cal)
+        p = fit.predict_proba(data.logits_test)[np.arange(len(data.y_test)), data.y_test]
+        losses.append(-np.mean(np.log(np.maximum(p, np.finfo(np.float32).tiny))))
+    assert min(losses) - 5e-6 <= printed <= max(losses) + 5e-6
