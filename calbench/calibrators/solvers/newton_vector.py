@@ -9,6 +9,7 @@ import numpy as np
 from scipy.linalg import lu_factor, lu_solve
 
 from calbench.calibrators.solvers.newton import armijo, finite_step, ran_out, stalled
+from calbench.calibrators.solvers.newton_vector_lean import LEAN_ENTRIES, newton_vector_lean
 from calbench.calibrators.solvers.threads import blas_threads, cores
 from calbench.simplex import EXP_FLOOR, LARGE_PASS, fitting_softmax, log_softmax
 
@@ -147,6 +148,13 @@ def newton_vector(
     # contend for the same cores (5000 x 100: 9.8 ms an iteration's product and softmax
     # against 6.5 ms).
     with blas_threads(1):
+        if x.size >= LEAN_ENTRIES:  # on row chunks: no (n, k) array beside the features
+            k = x.shape[1]
+            pen_w = np.broadcast_to(np.asarray(pen_w, dtype=np.float64), (k,))
+            pen_b = np.broadcast_to(np.asarray(pen_b, dtype=np.float64), (k,))
+            w, b = np.array(w, dtype=np.float64), np.array(b, dtype=np.float64)
+            args = (pen_w, center_w, pen_b, max_iter, tol, on_unconverged)
+            return newton_vector_lean(x, y, w, b, *args)
         return _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconverged)
 
 
