@@ -63,7 +63,13 @@ def test_newton_on_row_chunks_reaches_scipy_s_minimum(rng, monkeypatch):
         return loss, np.concatenate([grad_w + 2 * pen_w * gap, grad_b + 2 * pen_b * theta[k:]])
 
     start = np.concatenate([np.ones(k), np.zeros(k)])
-    ref = minimize(objective, start, jac=True, method="L-BFGS-B", options={"gtol": 1e-11, "ftol": 1e-16, "maxiter": 5000})
+    ref = minimize(
+        objective,
+        start,
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": 1e-11, "ftol": 1e-16, "maxiter": 5000},
+    )
     assert steps < 20
     assert value == pytest.approx(ref.fun, abs=1e-12)
     np.testing.assert_allclose(w, ref.x[:k], atol=1e-6)
