@@ -54,8 +54,13 @@ PEERS = {
 
 
 #: Rows that run a method with parameters set, against the method's peer: name -> (method,
-#: its parameters). ``sms:float32``: SMS with float32 products (``precision``).
-VARIANTS = {"sms:float32": ("sms", {"precision": "float32"})}
+#: its parameters). ``sms:float32``: SMS with float32 products (``precision``);
+#: ``:tol1e-5``: stopped at a largest gradient entry of 1e-5, as probmetrics' L-BFGS is.
+VARIANTS = {
+    "sms:float32": ("sms", {"precision": "float32"}),
+    "sms:tol1e-5": ("sms", {"tol": 1e-5}),
+    "sms:float32:tol1e-5": ("sms", {"precision": "float32", "tol": 1e-5}),
+}
 
 
 def _present(path, which):

@@ -4,7 +4,8 @@ memory, calbench against probmetrics (CalArena's implementations) on the same da
     python benchmarks/bench_many_classes.py [--classes 1000,10000] [--methods vs,svs,...]
 
 Each fit runs in a child process of its own, so its peak resident memory is its own
-(``ru_maxrss`` of the child, data included: 25,000 x 10,000 float64 logits are 2 GB). The
+(the child's ``VmHWM``, data included: 25,000 x 10,000 float64 logits are 2 GB; not
+``ru_maxrss``, which survives exec and so can hold the parent's). The
 data are the seeded over-confident logits of the other benches, 25,000 calibration rows and
 5,000 test rows (``--rows``). A fit that calbench refuses (a full k x k map beyond
 ``MATRIX_MAX_CLASSES``) or that runs past ``--timeout`` is recorded as such. Writes
@@ -43,7 +44,7 @@ PEERS = {
 }
 
 CHILD = r"""
-import json, resource, sys, time, warnings
+import json, sys, time, warnings
 import numpy as np
 sys.path.insert(0, {root!r})
 from calbench.data.synthetic import sample_labels
@@ -74,7 +75,9 @@ else:
     out["seconds"] = time.perf_counter() - start
     probs = model.predict_proba(zt)
 out["test_log_loss"] = log_loss(probs / probs.sum(axis=1, keepdims=True), yt)
-out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# this process's own peak (ru_maxrss survives exec: it would hold the parent's)
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+out["peak_mb"] = int(status["VmHWM"].split()[0]) / 1024
 print(json.dumps(out))
 """
 

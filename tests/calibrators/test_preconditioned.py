@@ -282,7 +282,7 @@ def test_the_class_pair_preconditioner_whitens_each_class_pair_exactly(rng):
 def test_vector_scalings_chunked_log_loss_is_the_chain_rule(rng, k, monkeypatch):
     """`vector_log_loss` (rows in chunks, on every core) against the log-loss and its
     gradients written out on whole arrays, and the same bits on one core as on two."""
-    import calbench.calibrators.solvers.newton_vector as newton
+    import calbench.calibrators.solvers.newton_vector_lean as newton
 
     n = 500
     x = rng.normal(size=(n, k)) * 4

@@ -68,11 +68,12 @@ class TemperatureScaling(ParametricCalibrator):
             beta = float(exp_any(-params["log_temperature_"]))
             scaled = features * beta
             top = scaled.amax(dim=1, keepdim=True)
-            # The floor keeps exp() out of subnormals (`calbench.criteria.nll`).
-            weights = (scaled - top).clamp_(min=EXP_FLOOR).exp_()
+            # The floor keeps exp() out of subnormals (`calbench.criteria.nll`). In place:
+            # one (n, k) array an evaluation, not three (the same numbers).
+            weights = scaled.sub_(top).clamp_(min=EXP_FLOOR).exp_()
             norm = weights.sum(dim=1)
             value = float((norm.log() + top[:, 0]).mean()) - beta * label_mean
-            slope = float(((weights * features).sum(dim=1) / norm).mean()) - label_mean
+            slope = float((weights.mul_(features).sum(dim=1) / norm).mean()) - label_mean
             return value, {"log_temperature_": np.asarray(-beta * slope)}
 
         return one_parameter

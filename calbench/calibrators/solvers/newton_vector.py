@@ -3,14 +3,20 @@ log-loss with gradient and curvature, on every core, and the damped Newton itera
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from scipy.linalg import lu_factor, lu_solve
 
 from calbench.calibrators.solvers.newton import armijo, finite_step, ran_out, stalled
-from calbench.calibrators.solvers.threads import blas_threads, cores
-from calbench.simplex import EXP_FLOOR, LARGE_PASS, fitting_softmax, log_softmax
+from calbench.calibrators.solvers.newton_vector_lean import (  # noqa: F401 (re-exported)
+    FINAL_DECREMENT,
+    LEAN_ENTRIES,
+    REUSE_DECREMENT,
+    newton_vector_lean,
+    vector_label_sums,
+    vector_log_loss,
+)
+from calbench.calibrators.solvers.threads import blas_threads
+from calbench.simplex import LARGE_PASS, fitting_softmax, log_softmax
 
 
 def _vector_objective(w, b, x, y, pen_w, center_w, pen_b):
@@ -27,92 +33,6 @@ def _vector_objective(w, b, x, y, pen_w, center_w, pen_b):
         return fused[0] + penalty, fused[1]
     logp = log_softmax(z)
     return -logp[np.arange(len(y)), y].mean() + penalty, np.exp(logp, out=logp)
-
-
-def vector_label_sums(x, y):
-    """The labels' fixed part of vector scaling's gradient: per class, the sum of its rows'
-    own feature and their count."""
-    k = x.shape[1]
-    label_x = np.bincount(y, weights=x[np.arange(len(y)), y], minlength=k)
-    return label_x, np.bincount(y, minlength=k).astype(np.float64)
-
-
-def _chunk_terms(features, labels, w, b, z, u, totals) -> float:
-    """One chunk of `vector_log_loss`: its summed log-loss, and its sums added to
-    ``totals`` (``z`` and, with the curvature, ``u`` the task's buffers for its rows)."""
-    np.multiply(features, w, out=z)
-    z += b
-    top = z.max(axis=1, keepdims=True)
-    label_logit = z[np.arange(len(z)), labels] - top[:, 0]
-    z -= top
-    np.maximum(z, EXP_FLOOR, out=z)
-    np.exp(z, out=z)
-    norm = z.sum(axis=1)
-    z /= norm[:, None]
-    value = float((np.log(norm) - label_logit).sum())
-    totals[0] += np.einsum("ij,ij->j", z, features)
-    totals[1] += z.sum(axis=0)
-    if u is not None:
-        np.subtract(1.0, z, out=u)
-        u *= z
-        totals[4] += u.sum(axis=0)
-        np.multiply(u, features, out=z)
-        totals[3] += z.sum(axis=0)
-        totals[2] += np.einsum("ij,ij->j", z, features)
-    return value
-
-
-def vector_log_loss(w, b, x, y, label_sums, curvature=False):
-    """Unpenalised vector scaling's mean log-loss at ``(w, b)`` and its gradients in ``w`` and
-    ``b`` (``label_sums`` from `vector_label_sums`); with ``curvature``, also the per-class
-    sums of ``u x^2``, ``u x`` and ``u`` over n (``u = p (1 - p)``), the Hessian's 2 x 2
-    blocks (`ClassPairPreconditioner`), else None.
-
-    Rows go in chunks of `VECTOR_CHUNK_ENTRIES`: a chunk's logits stay in cache through the
-    max, exp, normalisation and the column sums, and no (n, k) array is made (50,000 x
-    2,000: 0.28 s an evaluation on 2 cores, where whole-array passes took 0.68 s). Runs of
-    chunks are tasks for every core, each reusing its own buffers (a fresh 2 MB array per
-    chunk is a fresh mapping from the system, paid for in page faults at every call). The
-    tasks are fixed by the shape and summed in order, so the numbers do not depend on the
-    number of cores. Probabilities below ``exp(EXP_FLOOR)`` of the row's largest are raised
-    to it (no subnormal exponentials); the label's log-probability comes from its logit."""
-    n, k = x.shape
-    rows = max(1, VECTOR_CHUNK_ENTRIES // k)
-    chunks = -(-n // rows)
-    task_rows = rows * -(-chunks // VECTOR_TASKS)
-
-    def task(start):
-        stop = min(start + task_rows, n)
-        probs = np.empty((min(rows, stop - start), k))
-        spare = np.empty_like(probs) if curvature else None
-        totals = np.zeros((5 if curvature else 2, k))
-        value = 0.0
-        for first in range(start, stop, rows):
-            features = x[first : min(first + rows, stop)]
-            z = probs[: len(features)]
-            u = spare[: len(z)] if curvature else None
-            value += _chunk_terms(features, y[first : first + len(z)], w, b, z, u, totals)
-        return value, totals
-
-    starts = range(0, n, task_rows)
-    workers = min(len(starts), cores())
-    if workers <= 1:
-        parts = [task(start) for start in starts]
-    else:
-        with ThreadPoolExecutor(workers) as pool:  # numpy's loops release the GIL
-            parts = list(pool.map(task, starts))
-    value = sum(part[0] for part in parts) / n
-    sums = np.sum([part[1] for part in parts], axis=0) / n
-    grad_w = sums[0] - label_sums[0] / n
-    grad_b = sums[1] - label_sums[1] / n
-    return value, grad_w, grad_b, sums[2:] if curvature else None
-
-
-#: Entries in a chunk of `vector_log_loss`'s rows (2 MB of float64, a core's L2 cache here).
-VECTOR_CHUNK_ENTRIES = 2**18
-#: The tasks `vector_log_loss` splits its rows into (for the cores to share; fixed, so that
-#: the sums' order is).
-VECTOR_TASKS = 32
 
 
 def _gram(a: np.ndarray) -> np.ndarray:
@@ -147,16 +67,14 @@ def newton_vector(
     # contend for the same cores (5000 x 100: 9.8 ms an iteration's product and softmax
     # against 6.5 ms).
     with blas_threads(1):
+        if x.size >= LEAN_ENTRIES:  # on row chunks: no (n, k) array beside the features
+            k = x.shape[1]
+            pen_w = np.broadcast_to(np.asarray(pen_w, dtype=np.float64), (k,))
+            pen_b = np.broadcast_to(np.asarray(pen_b, dtype=np.float64), (k,))
+            w, b = np.array(w, dtype=np.float64), np.array(b, dtype=np.float64)
+            args = (pen_w, center_w, pen_b, max_iter, tol, on_unconverged)
+            return newton_vector_lean(x, y, w, b, *args)
         return _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconverged)
-
-
-#: A Newton decrement (``g^T H^-1 g``, twice the objective's distance to the minimum) below
-#: which the Hessian of the previous step is kept (a chord step: the iterate has moved by
-#: about its square root, so the Hessian by as little) ...
-REUSE_DECREMENT = 1e-6
-#: ... and below which the step is taken without evaluating where it lands: the quadratic
-#: model is then exact to rounding (after it the distance is of the order of its square).
-FINAL_DECREMENT = 1e-12
 
 
 def _vector_hessian(qp, p, x, x_squared, sum_q, sum_p, pen_w, pen_b):

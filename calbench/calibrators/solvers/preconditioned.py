@@ -21,6 +21,7 @@ import numpy as np
 from calbench.calibrators.constraints import Choice
 from calbench.calibrators.solvers import device_lbfgs
 from calbench.calibrators.solvers.lbfgs import lbfgs
+from calbench.calibrators.solvers.memory import features_with_ones
 from calbench.calibrators.solvers.newton import row_pull_terms
 from calbench.calibrators.solvers.newton_vector import vector_label_sums, vector_log_loss
 from calbench.calibrators.solvers.preconditioners import (
@@ -83,6 +84,8 @@ PRECISIONS = Choice("float64", "float32")
 #: The gradient test of a ``float32`` fit: at least this (see `fit_multinomial`).
 FLOAT32_TOL = 1e-6
 
+#: Logits from which an evaluation's softmax is written over them (5,000 x 100: 5e5).
+IN_PLACE_ENTRIES = 5_000_000
 #: Rows of float32 features widened at a time for a float32 fit's base logits.
 REBASE_ROWS = 4096
 
@@ -116,11 +119,10 @@ def _data_tensors(x, y, offset, device, precision="float64"):
 
     n, k = x.shape
     if device is None:
-        xt = np.empty((n, k + 1), dtype=precision)  # no float64 copy on the way to float32
-        xt[:, :k], xt[:, k] = x, 1.0
+        xt, offset = features_with_ones(x, offset, precision)
         xt_t = torch.from_numpy(xt)
         y_t = torch.from_numpy(np.asarray(y, dtype=np.int64))
-        offset_t = None if offset is None else torch.from_numpy(np.ascontiguousarray(offset))
+        offset_t = None if offset is None else torch.from_numpy(offset)
         return xt_t, y_t, offset_t
     # the features sent once a search (`calbench.device.reuse_transfers`)
     x_t = to_device(x, device, np.float64)
@@ -180,10 +182,10 @@ def fit_multinomial(
     numpy's products on one thread, 11 ms so). A torch device: everything stays there,
     torch's L-BFGS (strong Wolfe line search, 20 corrections, the same stopping rules)
     included, so that a step moves no parameters between devices: at ImageNet shape
-    scipy's own work on 1,001,000 parameters cost more than the GPU's products. The
-    default products are float64 there too: on an H100 a 20,000 x 1,001 x 1,000 product took 0.96 ms
-    in float64 and 0.89 ms in float32, and float32's rounding left the ImageNet-shaped
-    grid's fits short of ``tol`` (largest gradient entry 9.5e-6). ``precision``: `PRECISIONS`."""
+    scipy's own work on 1,001,000 parameters cost more than the GPU's products. Its default
+    products are float64 too: on an H100 a 20,000 x 1,001 x 1,000 product took 0.96 ms in
+    float64, 0.89 ms in float32, whose rounding left the ImageNet-shaped grid's fits short
+    of ``tol`` (largest gradient entry 9.5e-6). ``precision``: `PRECISIONS`."""
     import torch
 
     n, k = x.shape
@@ -214,8 +216,7 @@ def fit_multinomial(
 def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
     """``a -> (objective, its gradient in a, the probabilities or None)`` (the probabilities
     ``for_preconditioner``): the products and the softmax in torch; ``a``, the gradient and
-    the probabilities numpy arrays (``as_numpy``, the CPU fit) or tensors on the features'
-    device."""
+    the probabilities numpy arrays (``as_numpy``, CPU) or tensors on the features' device."""
     import torch
 
     n, k = xt_t.shape[0], xt_t.shape[1] - 1
@@ -226,8 +227,12 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
     def in_weights(a, for_preconditioner=False):
         logits = logit_map(a, rebase=for_preconditioner)
         # On a device the objective stays a tensor: reading it would stop the host there.
-        softmax_log_loss = torch_softmax_log_loss if as_numpy else device_softmax_log_loss
-        value, probs = softmax_log_loss(logits, y_t)
+        if as_numpy:  # large: the probabilities over the logits, unless float32's base
+            base = getattr(logit_map, "base", {}).get("logits")
+            in_place = logits.numel() >= IN_PLACE_ENTRIES and logits is not base
+            value, probs = torch_softmax_log_loss(logits, y_t, in_place=in_place)
+        else:
+            value, probs = device_softmax_log_loss(logits, y_t)
         del logits  # n x k float64 fewer at the gradient's product (the peak's memory)
         kept, residual = None, probs.to(xt_t.dtype)
         if residual is probs:  # float64: the residual in place, the probabilities copied
@@ -237,6 +242,7 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
         else:  # float32: its own copy, each label's p - 1 taken in float64
             kept = (probs.numpy() if as_numpy else probs) if for_preconditioner else None
             residual[rows, y_t] = (probs[rows, y_t] - 1.0).to(residual.dtype)
+        del probs  # (float32's float64 probabilities free before the product)
         gap = a - center
         product = (residual.T @ xt_t).double()
         grad = (product.numpy() if as_numpy else product) / n + 2 * ridge * gap
@@ -291,6 +297,7 @@ def _logit_map(xt_t, offset_t, as_numpy):
         step = (a_t - base["weights"]).to(xt_t.dtype)
         return torch.add(base["logits"], torch.mm(xt_t, step.T))  # widened in the one pass
 
+    logits.base = base
     return logits
 
 
@@ -302,10 +309,9 @@ def _scipy_rounds(in_weights, tol):
     def minimise(coordinates, a, value, grad, budget):
         shape = a.shape
         theta0 = coordinates.theta(a).ravel()
-        # scipy's first call is at theta0, the round's start, which the caller has
-        # evaluated (at ``a``, which theta0 maps back to within rounding), and its last
-        # at the point it returns: neither is evaluated twice. At 2,000 classes an
-        # evaluation is the fit's whole cost: a one-round SMS fit takes 7 (9 before).
+        # scipy's first call is at theta0, the round's start, which the caller evaluated
+        # (at ``a``, theta0 mapped back within rounding), its last at the point returned:
+        # neither is evaluated twice (at 2,000 classes a one-round SMS fit: 7, not 9).
         last = {"theta": theta0, "weights": a, "value": value, "grad": grad}
 
         def objective(theta):
@@ -368,7 +374,7 @@ def _refreshed(in_weights, minimise, a, precondition, *, max_iter, tol) -> Multi
     steps, hard = 0, False
     value, grad, state = in_weights(a, for_preconditioner=True)
     value = float(value)
-    coordinates = precondition(state, hard, False)
+    coordinates, state = precondition(state, hard, False), None  # (n, k) freed for the round
     while True:
         budget = min(REFRESH_STEPS, max_iter - steps)
         a, taken, at_budget, end = minimise(coordinates, a, value, grad, budget)
@@ -387,9 +393,8 @@ def _refreshed(in_weights, minimise, a, precondition, *, max_iter, tol) -> Multi
         # on the gradient in its own coordinates, which the preconditioner scales: a stop
         # whose gradient in the weights is still above ``tol`` goes on from there, as
         # long as it lowers the objective.
-        if state is None:  # the next round's coordinates need what an evaluation keeps
-            # (float32 products: from a new base point, whose objective the round starts at)
+        if state is None:  # what an evaluation keeps, for the coordinates (float32: a base)
             value, grad, state = in_weights(a, for_preconditioner=True)
             value = float(value)
-        coordinates = precondition(state, hard, True)
+        coordinates, state = precondition(state, hard, True), None
     return MultinomialFit(a, steps, value, largest, steps < max_iter)

@@ -38,7 +38,8 @@ class RowPreconditioner:
         xp = np if isinstance(xt, np.ndarray) else _torch()
         tiny = np.finfo(float).tiny
         n = len(xt)
-        weight = probs * (1.0 - probs)
+        weight = 1.0 - probs  # then p (1 - p) in place: one (n, k) array, not two
+        weight *= probs
         # The two products by torch, on its threads (BLAS is held to one), for numpy too.
         as_tensor = _torch().from_numpy if xp is np else (lambda a: a)
         w_t, x_t = as_tensor(weight), as_tensor(xt)
