@@ -244,6 +244,13 @@ RECOMPUTED = (
 )
 
 
+def recomputed_whole(fold, indices, **options):
+    """A metric record's ``resampled`` that declares it recomputed whole on each resample:
+    what `RECOMPUTED` says for the library's metrics, for a paper pack's metric (which the
+    library does not name)."""
+    return None
+
+
 def binned_frequencies(scores, outcomes, indices, n_bins, binning="equal_width"):
     """(B, bins): each resample's mean outcome in each fixed bin of ``scores`` (NaN where
     the resample leaves it empty): the spread of a reliability diagram's bars."""

@@ -4,6 +4,7 @@ spline and the Dirichlet kernel, are the library's, in their families), and the 
 table its reproduction report adds."""
 
 from calbench.metrics import UNIT, MetricSpec
+from calbench.metrics.resampled import recomputed_whole
 from calbench.papers.calarena2026.binary_replicas import (
     Float32Boosted,
     Float32DirichletKernel,
@@ -42,7 +43,10 @@ CALIBRATORS = {
 }
 
 #: CalArena's binary ``ece-15`` in the dtype its method returned (`ece`).
-METRICS = {"calarena_ece": MetricSpec(calarena_ece, "lower", UNIT)}
+#: Recomputed whole on each bootstrap resample (no vectorised form).
+METRICS = {
+    "calarena_ece": MetricSpec(calarena_ece, "lower", UNIT, resampled=recomputed_whole),
+}
 
 #: ``kuiper_error``'s ``arithmetic: calarena``: probmetrics' float32 sums.
 KUIPER_ARITHMETIC = {"calarena": calarena_gap}
