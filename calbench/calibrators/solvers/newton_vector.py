@@ -4,13 +4,12 @@ log-loss with gradient and curvature, on every core, and the damped Newton itera
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import lu_factor, lu_solve
 
-from calbench.calibrators.solvers.newton import armijo, finite_step, ran_out, stalled
 from calbench.calibrators.solvers.newton_vector_lean import (  # noqa: F401 (re-exported)
     FINAL_DECREMENT,
     LEAN_ENTRIES,
     REUSE_DECREMENT,
+    damped_newton,
     newton_vector_lean,
     vector_label_sums,
     vector_log_loss,
@@ -107,10 +106,8 @@ def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconve
     # steers the step (the gradient and the stopping test stay float64), and the product
     # is most of an iteration's time at 100 classes. Its operand is filled in place.
     qp = np.empty((n, 2 * k), dtype=np.float32)
-    factor, reuse = None, False
-    iterations = 0
-    while iterations < max_iter:
-        iterations += 1
+
+    def gradient(w, b, p):
         sum_q = np.einsum("ij,ij->j", p, x)
         sum_p = p.sum(axis=0)
         grad = np.concatenate(
@@ -119,33 +116,11 @@ def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconve
                 (sum_p - label_count) / n + 2 * pen_b * b,
             ]
         )
-        if np.abs(grad).max() < tol:
-            break
-        if not reuse:
-            hessian = _vector_hessian(qp, p, x, x_squared, sum_q, sum_p, pen_w, pen_b)
-            factor = lu_factor(hessian, check_finite=False)
-        step = finite_step(lu_solve(factor, grad, check_finite=False), x)
-        decrement = float(grad @ step)
-        if 0.0 <= decrement < FINAL_DECREMENT * max(1.0, abs(value)):
-            w, b, value = w - step[:k], b - step[k:], value - decrement / 2
-            break
+        return grad, (sum_q, sum_p)
 
-        def at(scale, w=w, b=b, step=step):
-            new_w, new_b = w - scale * step[:k], b - scale * step[k:]
-            new_value, new_p = _vector_objective(new_w, new_b, x, y, pen_w, center_w, pen_b)
-            return new_value, (new_w, new_b, new_p)
-
-        accepted = armijo(at, value, decrement)
-        if accepted is None:
-            stalled(on_unconverged, grad, value)
-            break
-        new_value, (w, b, p), converged = accepted
-        # A full step that did what the model promised: the Hessian can serve again.
-        reuse = decrement < REUSE_DECREMENT and value - new_value >= 0.25 * decrement
-        value = new_value
-        if converged:
-            stalled(on_unconverged, grad, value)
-            break
-    else:
-        ran_out(on_unconverged, max_iter, grad)
-    return w, b, iterations, float(value)
+    return damped_newton(
+        x, w, b, value, p, gradient,
+        hessian=lambda w, b, p, sums: _vector_hessian(qp, p, x, x_squared, *sums, pen_w, pen_b),
+        trial=lambda w, b: _vector_objective(w, b, x, y, pen_w, center_w, pen_b),
+        max_iter=max_iter, tol=tol, on_unconverged=on_unconverged,
+    )  # fmt: skip

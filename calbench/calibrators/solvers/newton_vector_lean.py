@@ -174,9 +174,48 @@ def lean_vector_hessian(x, w, b, pen_w, pen_b):
     return hessian
 
 
+def damped_newton(x, w, b, value, state, gradient, hessian, trial, max_iter, tol, on_unconverged):
+    """Vector scaling's damped Newton iteration on ``(w, b)``, whatever computes its parts:
+    ``gradient(w, b, state) -> (grad, aux)``, ``hessian(w, b, state, aux)``, and
+    ``trial(w, b) -> (value, state)`` at a point of the line search. A Hessian serves again
+    after a full step that did what the model promised."""
+    k = len(w)
+    factor, reuse, iterations = None, False, 0
+    while iterations < max_iter:
+        iterations += 1
+        grad, aux = gradient(w, b, state)
+        if np.abs(grad).max() < tol:
+            break
+        if not reuse:
+            factor = lu_factor(hessian(w, b, state, aux), check_finite=False)
+        step = finite_step(lu_solve(factor, grad, check_finite=False), x)
+        decrement = float(grad @ step)
+        if 0.0 <= decrement < FINAL_DECREMENT * max(1.0, abs(value)):
+            w, b, value = w - step[:k], b - step[k:], value - decrement / 2
+            break
+
+        def at(scale, w=w, b=b, step=step):
+            new_w, new_b = w - scale * step[:k], b - scale * step[k:]
+            new_value, new_state = trial(new_w, new_b)
+            return new_value, (new_w, new_b, new_state)
+
+        accepted = armijo(at, value, decrement)
+        if accepted is None:
+            stalled(on_unconverged, grad, value)
+            break
+        new_value, (w, b, state), converged = accepted
+        reuse = decrement < REUSE_DECREMENT and value - new_value >= 0.25 * decrement
+        value = new_value
+        if converged:
+            stalled(on_unconverged, grad, value)
+            break
+    else:
+        ran_out(on_unconverged, max_iter, grad)
+    return w, b, iterations, float(value)
+
+
 def newton_vector_lean(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconverged):
     """`newton_vector`'s iteration (arguments broadcast by it) on row chunks."""
-    n, k = x.shape
     label_sums = vector_label_sums(x, y)
 
     def evaluate(w, b):
@@ -186,35 +225,9 @@ def newton_vector_lean(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unc
         return value, grad
 
     value, grad = evaluate(w, b)
-    factor, reuse, iterations = None, False, 0
-    while iterations < max_iter:
-        iterations += 1
-        if np.abs(grad).max() < tol:
-            break
-        if not reuse:
-            hessian = lean_vector_hessian(x, w, b, pen_w, pen_b)
-            factor = lu_factor(hessian, check_finite=False)
-        step = finite_step(lu_solve(factor, grad, check_finite=False), x)
-        decrement = float(grad @ step)
-        if 0.0 <= decrement < FINAL_DECREMENT * max(1.0, abs(value)):
-            w, b, value = w - step[:k], b - step[k:], value - decrement / 2
-            break
-
-        def at(scale, w=w, b=b, step=step):
-            new_w, new_b = w - scale * step[:k], b - scale * step[k:]
-            new_value, new_grad = evaluate(new_w, new_b)
-            return new_value, (new_w, new_b, new_grad)
-
-        accepted = armijo(at, value, decrement)
-        if accepted is None:
-            stalled(on_unconverged, grad, value)
-            break
-        new_value, (w, b, grad), converged = accepted
-        reuse = decrement < REUSE_DECREMENT and value - new_value >= 0.25 * decrement
-        value = new_value
-        if converged:
-            stalled(on_unconverged, grad, value)
-            break
-    else:
-        ran_out(on_unconverged, max_iter, grad)
-    return w, b, iterations, float(value)
+    return damped_newton(
+        x, w, b, value, grad,
+        gradient=lambda w, b, grad: (grad, None),
+        hessian=lambda w, b, grad, aux: lean_vector_hessian(x, w, b, pen_w, pen_b),
+        trial=evaluate, max_iter=max_iter, tol=tol, on_unconverged=on_unconverged,
+    )  # fmt: skip
