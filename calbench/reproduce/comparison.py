@@ -134,9 +134,7 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
     for _, row in table.iterrows():
         ours, cells = _ours(row, values, ranked)
         printed, decimals, scale = row["printed"], row["decimals"], float(row["scale"])
-        matching = [r for r in known if r.applies(row)]
-        tolerance = next((r.tolerance for r in matching if r.tolerance is not None), None)
-        verify = next((r.verify for r in matching if r.verify), None)
+        matching, tolerance, verify = _rules_of(row, known)
         spread = spreads.get((row["dataset"], verify, row["metric"])) if verify else None
         half_unit = 0.5 * 10.0**-decimals
         hint = verify_hint(preset, verify) if verify else ""
@@ -176,6 +174,39 @@ def compare(preset: str, results_dir="results", intervals=None) -> pd.DataFrame:
     if intervals is not None:
         report[INTERVAL_COLUMNS] = pd.DataFrame(bounds, columns=INTERVAL_COLUMNS)
     return report
+
+
+def _rules_of(row, known) -> tuple[list, float | None, str | None]:
+    """The rules that apply to a published ``row``, the tolerance they state and the
+    procedure method that verifies their cause (None where none does)."""
+    matching = [r for r in known if r.applies(row)]
+    tolerance = next((r.tolerance for r in matching if r.tolerance is not None), None)
+    verify = next((r.verify for r in matching if r.verify), None)
+    return matching, tolerance, verify
+
+
+def verified_bounds(preset: str, results_dir="results") -> list[tuple[str, str, set, set]]:
+    """For each published number of ``preset`` that a procedure's stored spread holds: its
+    (verifying method, dataset, draws not below it, draws not above it), each draw as
+    text. A subset of the draws holds the number iff it meets both sets (`Spread.holds`):
+    what `calbench.reproduce.procedures.witness_draws` orders the draws by."""
+    known = rules()
+    procedures = {r.verify for r in known if r.verify}
+    spreads = procedure_spreads(results_dir, preset, procedures) if procedures else {}
+    out = []
+    for _, row in published(preset).iterrows():
+        _, tolerance, verify = _rules_of(row, known)
+        spread = spreads.get((row["dataset"], verify, row["metric"])) if verify else None
+        if spread is None or spread.deterministic:
+            continue
+        slack = (0.5 * 10.0 ** -row["decimals"] + (tolerance or 0.0)) * (1 + 1e-9)
+        values = np.asarray(spread.values) * float(row["scale"])
+        draws = [str(d) for d in spread.draws]
+        not_below = {d for d, v in zip(draws, values, strict=True) if v >= row["printed"] - slack}
+        not_above = {d for d, v in zip(draws, values, strict=True) if v <= row["printed"] + slack}
+        if not_below and not_above:
+            out.append((verify, row["dataset"], not_below, not_above))
+    return out
 
 
 def _ours(row, values: pd.DataFrame, ranked: dict) -> tuple[float, str]:

@@ -10,9 +10,18 @@ batch only for the methods with a number not yet held, and stops when every numb
 or the draws run out. A number that none holds costs every draw, as before; one held early
 costs two. ``every_draw`` runs the whole sweep (the full spread, e.g. for a paper's table of
 it).
+
+A twin's configured draws may start with its *witnesses*: the fewest draws whose spread
+held every number the twin verifies in a run of all of them (`witness_draws` finds them
+from a store; a pack writes them first in its sweep, with the date of that run). On the
+same arithmetic the first batches then hold every number; where another machine's
+arithmetic moves a value off its printed number, the rest of the draws follow as before,
+so the verdict never rests on the witnesses alone.
 """
 
 from __future__ import annotations
+
+from itertools import combinations
 
 from calbench.conf_files import read_group, swept_values
 from calbench.reproduce.spreads import DRAWN, procedure_presets
@@ -21,6 +30,8 @@ from calbench.reproduce.spreads import DRAWN, procedure_presets
 MODES = ("until_held", "every_draw", "none")
 #: Draws in the first batch: two give a spread; one gives a point.
 FIRST_BATCH = 2
+#: Witness sets up to this size are searched exactly (C(40, 4) = 91,390 subsets at most).
+EXACT_COVER = 4
 
 
 def run_procedures(preset, present, data_dir, results_dir, mode: str, run_preset) -> None:
@@ -68,3 +79,43 @@ def not_yet_held(preset: str, methods: list[str], results_dir) -> list[str]:
     unheld = report[report["status"].isin(("unexplained", "cause not verified"))]
     verifying = {text.split(":", 1)[0] for text in unheld["procedure"] if text}
     return [m for m in methods if m in verifying]
+
+
+def witness_draws(preset: str, results_dir) -> dict[str, list[str]]:
+    """Twin -> its draws in the order that holds every number its stored spread holds with
+    the fewest draws first (a greedy cover: each next draw meets the most unmet bounds of
+    `calbench.reproduce.comparison.verified_bounds`), then its other configured draws in
+    their configured order. Used to write a pack's sweep order (witnesses first)."""
+    from calbench.reproduce.comparison import verified_bounds
+
+    bounds = verified_bounds(preset, results_dir)
+    configs = read_group("experiment")
+    out = {}
+    for twin in procedure_presets(preset):
+        _, draws = swept_draws(configs[twin])
+        methods = set(swept_values(configs[twin], "method"))
+        unmet = [side for method, _, *sides in bounds if method in methods for side in sides]
+        out[twin] = cover_first(draws, unmet)
+    return out
+
+
+def cover_first(draws: list[str], unmet: list[set]) -> list[str]:
+    """``draws`` reordered so that a fewest of them meeting every set in ``unmet`` (each met
+    by any one of its draws) come first, the rest after in their given order. The fewest
+    is searched exactly up to `EXACT_COVER` draws (the first such set in the given order),
+    else a greedy cover (each next draw meets the most sets still unmet, ties to the
+    earlier draw); either way the same order on every run."""
+    unmet = [side for side in unmet if side & set(draws)]
+    greedy, left = [], unmet
+    while left:
+        best = max(draws, key=lambda d: (sum(d in side for side in left), -draws.index(d)))
+        greedy.append(best)
+        left = [side for side in left if best not in side]
+    first = greedy
+    for size in range(1, min(len(greedy), EXACT_COVER + 1)):
+        found = (c for c in combinations(draws, size) if all(side & set(c) for side in unmet))
+        cover = next(found, None)
+        if cover is not None:
+            first = list(cover)
+            break
+    return first + [d for d in draws if d not in first]

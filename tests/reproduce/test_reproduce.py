@@ -632,3 +632,40 @@ def test_every_draw_runs_the_whole_twin(tmp_path, monkeypatch):
     run_module, ran = _recorded_runs(monkeypatch)
     run_module.reproduce("kull_deepnet", tmp_path, tmp_path, procedures="every_draw")
     assert ran == [("kull_deepnet",), ("kull_deepnet_procedure",)]
+
+
+def test_witnesses_are_the_fewest_draws_that_meet_every_bound():
+    """A hitting set greedy gets wrong: draw x meets two bounds, as a and b do, and comes
+    first, so greedy needs x, a and b; a and b alone meet all four."""
+    from calbench.reproduce.procedures import cover_first
+
+    bounds = [{"x", "a"}, {"x", "b"}, {"a"}, {"b"}]
+    assert cover_first(["x", "a", "b", "c"], bounds) == ["a", "b", "x", "c"]
+    # Nothing to meet: the configured order; a bound no configured draw meets is dropped.
+    assert cover_first(["3", "1", "2"], []) == ["3", "1", "2"]
+    assert cover_first(["3", "1", "2"], [{"9"}, {"2"}]) == ["2", "3", "1"]
+
+
+def test_verified_bounds_name_the_draws_on_each_side_of_a_held_number(monkeypatch):
+    """Gupta Table 1 prints VS 0.890 (KS x100): of draws 0.8896 (seed 15) and 0.8990 (16),
+    both lie at or above 0.890 less half a unit, only seed 15 at or below it plus half a
+    unit; a spread that misses its number gives no bounds."""
+    from calbench.reproduce.comparison import verified_bounds
+
+    rules = [
+        Rule({"method": "vs"}, "Keras training stops early.", verify="vs_proc"),
+        Rule({"method": "ms_odir"}, "Keras training stops early.", verify="ms_proc"),
+    ]
+    spreads = {
+        ("c10_densenet40", "vs_proc", "ks_error"): spreads_module.Spread(
+            (0.008896, 0.00899), (15, 16), ("a", "b")
+        ),
+        ("c10_densenet40", "ms_proc", "ks_error"): spreads_module.Spread(
+            (0.00898, 0.0095), (15, 16), ("c", "d")
+        ),
+    }
+    monkeypatch.setattr(report_module, "rules", lambda: rules)
+    monkeypatch.setattr(report_module, "procedure_spreads", lambda *a: spreads)
+    table1 = [b for b in verified_bounds("gupta_ks") if b[1] == "c10_densenet40"]
+    assert ("vs_proc", "c10_densenet40", {"15", "16"}, {"15"}) in table1
+    assert all(method == "vs_proc" for method, *_ in table1)
