@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 import calbench.reproduce.run as service
 from calbench.cli.options import add_results_dir_option
+from calbench.reproduce.lanes import LANES
 from calbench.reproduce.overview import write_index
 from calbench.reproduce.procedures import MODES
 from calbench.reproduce.published import presets
@@ -46,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
         help="skip quietly (exit 0) when none of the preset's data sets is present",
     )
     parser.add_argument(
+        "--lanes",
+        type=int,
+        default=LANES,
+        help=f"with all: how many presets run side by side (default {LANES}; their lines are "
+        "led by the preset's name); 1 runs them one after another",
+    )
+    parser.add_argument(
         "--ci",
         action="store_true",
         help="beside each number, the 95%% spread of calbench's estimate over resampled "
@@ -61,24 +70,36 @@ def main(argv: list[str]) -> None:
     names = service.presets_of_all() if args.preset == "all" else (args.preset,)
     if args.preset == "all" and run is True:
         run = "if-present"
-    for name in names:
+    start = time.perf_counter()
+    intervals = BootstrapSettings(method="recentred") if args.ci else None
+    # A printed number is the same estimator on the same test set: compared with the
+    # spread of calbench's estimate (--ci), not with the population error's interval.
+    lanes = args.lanes if run else 1
+    procedures = "none" if args.fast else args.procedures
+    if args.preset == "all":
+        ran = service.reproduce_many(
+            names, args.data_dir, args.results_dir, args.source_dir, run, procedures, lanes
+        )
+        reports = [service.report(name, args.results_dir, intervals) for name in ran]
+    else:
         done = service.reproduce(
-            name,
+            args.preset,
             args.data_dir,
             args.results_dir,
-            args.source_dir if name == names[0] else None,
+            args.source_dir,
             run=run,
-            procedures="none" if args.fast else args.procedures,
-            # A printed number is the same estimator on the same test set: compared with
-            # the spread of calbench's estimate, not with the population error's interval.
-            intervals=BootstrapSettings(method="recentred") if args.ci else None,
+            procedures=procedures,
+            intervals=intervals,
+            lanes=lanes,
         )
-        if done is None:
-            continue
-        path, lines = done
+        reports = [done] if done else []
+    for path, lines in reports:
         print(f"wrote {path} and {path.with_suffix('.csv')}")
         for line in lines:
             print(line)
     index, overview = write_index(args.results_dir)
     print(f"wrote {index}")
     print(overview)
+    if run and args.preset == "all":
+        minutes = (time.perf_counter() - start) / 60
+        print(f"Run time: {minutes:.1f} minutes, {lanes} stage(s) at a time.")

@@ -21,10 +21,12 @@ so the verdict never rests on the witnesses alone.
 
 from __future__ import annotations
 
+import functools
 from itertools import combinations
 
 from calbench.conf_files import read_group, swept_values
-from calbench.reproduce.spreads import DRAWN, procedure_presets
+from calbench.reproduce.lanes import Stage, say
+from calbench.reproduce.spreads import DRAWN, procedure_minutes, procedure_presets
 
 #: How a reproduction runs the procedure twins.
 MODES = ("until_held", "every_draw", "none")
@@ -34,29 +36,45 @@ FIRST_BATCH = 2
 EXACT_COVER = 4
 
 
-def run_procedures(preset, present, data_dir, results_dir, mode: str, run_preset) -> None:
+def procedure_stages(preset, present, data_dir, results_dir, mode: str, run_preset) -> list:
     """The preset's procedure twins on the present data sets each sweeps, as ``mode`` says
-    (`MODES`), each sweep run by ``run_preset(twin, datasets, data_dir, results_dir,
-    overrides)`` (`calbench.reproduce.run.run_preset`)."""
+    (`MODES`): one `Stage` a twin, whose sweeps run by ``run_preset(twin, datasets,
+    data_dir, results_dir, overrides)`` (`calbench.reproduce.run.run_preset`)."""
     configs = read_group("experiment")
+    stages = []
     for twin in procedure_presets(preset):
         datasets = [d for d in present if d in swept_values(configs[twin], "dataset")]
         if not datasets or mode == "none":
             continue
         drawn, draws = swept_draws(configs[twin])
-        if mode == "every_draw" or not draws:
-            run_preset(twin, datasets, data_dir, results_dir)
-            continue
-        waiting = list(swept_values(configs[twin], "method"))
-        done = 0
-        while waiting and done < len(draws):
-            batch = draws[done : done + max(FIRST_BATCH, done)]
-            overrides = [f"method={','.join(waiting)}", f"{drawn}={','.join(batch)}"]
-            run_preset(twin, datasets, data_dir, results_dir, overrides)
-            done += len(batch)
-            waiting = not_yet_held(preset, waiting, results_dir)
-        held = "every number it verifies is held" if not waiting else "draws ran out"
-        print(f"{twin}: {done} of {len(draws)} draws run ({held}).", flush=True)
+        run = functools.partial(
+            _run_twin, preset, twin, datasets, data_dir, results_dir, mode, run_preset
+        )
+        # What its first batch costs (its pack's minutes for every draw, shared out):
+        # the draws that usually run, the witnesses first.
+        share = min(1.0, FIRST_BATCH / len(draws)) if draws and mode == "until_held" else 1.0
+        stages.append(Stage(twin, (procedure_minutes(twin) or 0.0) * share, run))
+    return stages
+
+
+def _run_twin(preset, twin, datasets, data_dir, results_dir, mode, run_preset) -> None:
+    """One twin's sweeps: all of it (``every_draw``, or a twin without draws), or its draws
+    in doubling batches for the methods whose numbers are not yet held (``until_held``)."""
+    config = read_group("experiment")[twin]
+    drawn, draws = swept_draws(config)
+    if mode == "every_draw" or not draws:
+        run_preset(twin, datasets, data_dir, results_dir)
+        return
+    waiting = list(swept_values(config, "method"))
+    done = 0
+    while waiting and done < len(draws):
+        batch = draws[done : done + max(FIRST_BATCH, done)]
+        overrides = [f"method={','.join(waiting)}", f"{drawn}={','.join(batch)}"]
+        run_preset(twin, datasets, data_dir, results_dir, overrides)
+        done += len(batch)
+        waiting = not_yet_held(preset, waiting, results_dir)
+    held = "every number it verifies is held" if not waiting else "draws ran out"
+    say(f"{twin}: {done} of {len(draws)} draws run ({held}).")
 
 
 def swept_draws(config: dict) -> tuple[str | None, list[str]]:

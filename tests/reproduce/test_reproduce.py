@@ -669,3 +669,84 @@ def test_verified_bounds_name_the_draws_on_each_side_of_a_held_number(monkeypatc
     table1 = [b for b in verified_bounds("gupta_ks") if b[1] == "c10_densenet40"]
     assert ("vs_proc", "c10_densenet40", {"15", "16"}, {"15"}) in table1
     assert all(method == "vs_proc" for method, *_ in table1)
+
+
+def test_stages_run_side_by_side_the_costliest_first_each_line_led_by_its_name(capsys):
+    """Two lanes run at once (the first two stages each wait at a barrier the other must
+    reach), the costliest stage first; a child's lines in a lane come led by its stage's
+    name; one lane runs the stages one after another as given, nothing prefixed."""
+    import sys
+    import threading
+
+    from calbench.reproduce.lanes import Stage, in_lanes, lane
+    from calbench.reproduce.run import run_child
+
+    both = threading.Barrier(2, timeout=20)
+    started = []
+
+    def work(name):
+        started.append(name)
+        if len(started) <= 2:
+            both.wait()  # raises BrokenBarrierError if the lanes ran one after another
+        assert lane() == name
+        assert run_child([sys.executable, "-c", f"print('from {name}'); print('done')"]) == 0
+
+    costs = {"small": 0.1, "large": 5.0, "middle": 2.0}
+    in_lanes([Stage(n, m, lambda n=n: work(n)) for n, m in costs.items()], 2)
+    assert set(started[:2]) == {"large", "middle"} and started[2] == "small"
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out) == sorted(
+        [f"[{n}] from {n}" for n in costs] + [f"[{n}] done" for n in costs]
+    )
+    seen = []
+    in_lanes([Stage(n, m, lambda n=n: seen.append((n, lane()))) for n, m in costs.items()], 1)
+    assert seen == [("small", None), ("large", None), ("middle", None)]
+
+
+def test_a_reproduction_runs_its_sweep_and_each_twin_as_stages(tmp_path, monkeypatch):
+    """valk_real in two lanes: its sweep and each procedure twin are stages of their own,
+    each twin's draws from its witnesses (TS+DEC: seeds 6 and 15), all run once."""
+    import calbench.reproduce.procedures as procedures_module
+    import calbench.reproduce.run as run_module
+    from calbench.reproduce.lanes import lane
+
+    ran = []
+
+    def record(preset, datasets, data_dir, results_dir, overrides=()):
+        ran.append((lane(), preset, *overrides))
+
+    monkeypatch.setattr(run_module, "run_preset", record)
+    monkeypatch.setattr("calbench.data.install.usable_sets", lambda wanted, d: ["c10_densenet40"])
+    monkeypatch.setattr(procedures_module, "not_yet_held", lambda *a: [])
+    run_module.reproduce_many(["valk_real"], tmp_path, tmp_path, lanes=2)
+    assert sorted(ran) == sorted(
+        [
+            ("valk_real", "valk_real"),
+            (
+                "valk_real_procedure",
+                "valk_real_procedure",
+                "method=ms_odir_valk_keras,dir_odir_valk_keras",
+                "method.params.seed=15,16",
+            ),
+            (
+                "valk_real_procedure_dec",
+                "valk_real_procedure_dec",
+                "method=ts_dec_valk_code",
+                "method.params.seed=6,15",
+            ),
+            ("valk_real_procedure_forest", "valk_real_procedure_forest"),
+            (
+                "valk_real_procedure_forest_stops",
+                "valk_real_procedure_forest_stops",
+                "method=ts_forest_valk_stops",
+                "method.params.ts_stop=0.25,-0.5",
+            ),
+            (
+                "valk_real_procedure_iop",
+                "valk_real_procedure_iop",
+                "method=iop_diag_rahimi_code",
+                "method.params.fold=2,1",
+            ),
+            ("valk_real_procedure_knn", "valk_real_procedure_knn"),
+        ]
+    )
