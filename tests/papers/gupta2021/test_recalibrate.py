@@ -127,3 +127,51 @@ def test_every_rank_twin_gives_table_5_on_densenet40(published_logits):
         data.logits_cal, data.y_cal, data.logits_test, 6, lambda s: np.argsort(s, kind="stable")
     )
     assert round(100 * np.mean(stable.argmax(axis=1) == data.y_test), 2) == 92.32
+
+
+def _plot_ks_graphs_float32(probs32, y, within_top2=False):
+    """Gupta's ``plot_KS_graphs`` on a float32 array, written out step by step: the top
+    score (or the float32 sum of the top two), numpy 1.x's ``argsort`` of them, the running
+    sum as float32 scalars one addition at a time, divided by N in float32, against the
+    float64 running count of hits."""
+    rows = range(len(y))
+    if within_top2:
+        two = [np.argpartition(p, -2)[-2:] for p in probs32]
+        scores = np.array(
+            [np.float32(p[t[0]]) + np.float32(p[t[1]]) for p, t in zip(probs32, two, strict=True)]
+        )
+        hits = np.array([float(int(y[i]) in two[i]) for i in rows])
+    else:
+        top = [int(np.argpartition(p, -1)[-1]) for p in probs32]
+        scores = np.array([probs32[i, top[i]] for i in rows])
+        hits = np.array([float(top[i] == y[i]) for i in rows])
+    assert scores.dtype == np.float32
+    order = _numpy1_argsort(scores)
+    total, worst, count = np.float32(0.0), 0.0, 0.0
+    for j in order:
+        total = np.float32(total + scores[j])
+        count += hits[j]
+        worst = max(worst, abs(float(total / np.float32(len(y))) - count / len(y)))
+    return worst
+
+
+def test_recalibrate_py_ks_error_is_plot_ks_graphs_in_float32():
+    """The pack's metric is Gupta's KS on float32 probabilities, step by step; it moves
+    from calbench's float64 KS where the float32 running sum drifts, and equals it where
+    every partial sum is exact in float32."""
+    from calbench.papers.gupta2021.ks_float32 import recalibrate_py_ks_error
+    from calbench.papers.gupta2021.recalibrate import scipy_2020_softmax
+
+    rng = np.random.default_rng(3)
+    logits, y = _confident_logits(rng, 4000)
+    p32 = scipy_2020_softmax(logits).astype(np.float32)
+    p = p32.astype(np.float64)
+    p = p / p.sum(axis=1, keepdims=True)  # as the Keras twins store theirs
+    for within, kwargs in [(False, {}), (True, {"mode": "within_top", "r": 2})]:
+        ours = recalibrate_py_ks_error(p, y, **kwargs)
+        assert ours == pytest.approx(_plot_ks_graphs_float32(p32, y, within), abs=1e-7)
+        assert abs(ours - metrics.ks_error(p, y, **kwargs)) > 1e-6  # the float32 drift
+    # exact partial sums (multiples of 1/8, N = 8): the float64 KS
+    q = np.array([[0.875, 0.125], [0.75, 0.25], [0.5, 0.5], [0.625, 0.375]] * 2)
+    labels = np.array([0, 1, 0, 0, 0, 0, 1, 1])
+    assert recalibrate_py_ks_error(q, labels) == metrics.ks_error(q, labels)
