@@ -143,8 +143,10 @@ def test_cell_hashes_are_those_stored_sweeps_were_written_under():
     """A stored cell is found by its hash: every shipped composition keeps the hash it had
     before the runner read configs through a plan (323 of them; rewritten when
     the pseudo-count bound renamed the papers' isotonic and IOP maps, *_plain, for
-    Valk's and Gupta's Keras maps when they took the unclipped loss of their Keras, and
-    for the full-matrix maps when L-BFGS took exact row blocks, ``preconditioner``)."""
+    Valk's and Gupta's Keras maps when they took the unclipped loss of their Keras, for
+    the full-matrix maps when L-BFGS took exact row blocks, ``preconditioner``, and for
+    Gupta's Keras twins when their KS errors took his float32 sums,
+    ``recalibrate_py_ks_error``)."""
     expected = json.loads(HASHES.read_text())
     pinned = [o for o in _hashed_compositions() if " ".join(o) in expected]
     got = {" ".join(o): plan_cell(_compose(*o)).hash for o in pinned}
