@@ -46,7 +46,7 @@ def procedure_stages(preset, present, data_dir, results_dir, mode: str, run_pres
         datasets = [d for d in present if d in swept_values(configs[twin], "dataset")]
         if not datasets or mode == "none":
             continue
-        drawn, draws = swept_draws(configs[twin])
+        _, draws = swept_draws(configs[twin])
         run = functools.partial(
             _run_twin, preset, twin, datasets, data_dir, results_dir, mode, run_preset
         )
@@ -100,10 +100,10 @@ def not_yet_held(preset: str, methods: list[str], results_dir) -> list[str]:
 
 
 def witness_draws(preset: str, results_dir) -> dict[str, list[str]]:
-    """Twin -> its draws in the order that holds every number its stored spread holds with
-    the fewest draws first (a greedy cover: each next draw meets the most unmet bounds of
-    `calbench.reproduce.comparison.verified_bounds`), then its other configured draws in
-    their configured order. Used to write a pack's sweep order (witnesses first)."""
+    """Twin -> its draws with its witnesses first: the fewest draws that meet both bounds
+    (`calbench.reproduce.comparison.verified_bounds`) of every number its stored spread
+    holds (`cover_first`), then its other configured draws in their configured order. Used
+    to write a pack's sweep order (`scripts/witness_draws.py`)."""
     from calbench.reproduce.comparison import verified_bounds
 
     bounds = verified_bounds(preset, results_dir)
