@@ -185,21 +185,30 @@ def _rules_of(row, known) -> tuple[list, float | None, str | None]:
     return matching, tolerance, verify
 
 
+def _verifications(preset: str, results_dir):
+    """(position, row, verifying method, its stored spread or None, the spread's slack: half
+    a printed unit plus the number's tolerance) of each published number of ``preset``
+    that a rule says a procedure verifies."""
+    known = rules()
+    procedures = {r.verify for r in known if r.verify}
+    spreads = procedure_spreads(results_dir, preset, procedures) if procedures else {}
+    for position, (_, row) in enumerate(published(preset).iterrows()):
+        _, tolerance, verify = _rules_of(row, known)
+        if verify:
+            spread = spreads.get((row["dataset"], verify, row["metric"]))
+            yield position, row, verify, spread, 0.5 * 10.0 ** -row["decimals"] + (tolerance or 0)
+
+
 def verified_bounds(preset: str, results_dir="results") -> list[tuple[str, str, set, set]]:
     """For each published number of ``preset`` that a procedure's stored spread holds: its
     (verifying method, dataset, draws not below it, draws not above it), each draw as
     text. A subset of the draws holds the number iff it meets both sets (`Spread.holds`):
     what `calbench.reproduce.procedures.witness_draws` orders the draws by."""
-    known = rules()
-    procedures = {r.verify for r in known if r.verify}
-    spreads = procedure_spreads(results_dir, preset, procedures) if procedures else {}
     out = []
-    for _, row in published(preset).iterrows():
-        _, tolerance, verify = _rules_of(row, known)
-        spread = spreads.get((row["dataset"], verify, row["metric"])) if verify else None
+    for _, row, verify, spread, slack in _verifications(preset, results_dir):
         if spread is None or spread.deterministic:
             continue
-        slack = (0.5 * 10.0 ** -row["decimals"] + (tolerance or 0.0)) * (1 + 1e-9)
+        slack *= 1 + 1e-9
         values = np.asarray(spread.values) * float(row["scale"])
         draws = [str(d) for d in spread.draws]
         not_below = {d for d, v in zip(draws, values, strict=True) if v >= row["printed"] - slack}
@@ -207,6 +216,17 @@ def verified_bounds(preset: str, results_dir="results") -> list[tuple[str, str, 
         if not_below and not_above:
             out.append((verify, row["dataset"], not_below, not_above))
     return out
+
+
+def unheld_verifiers(preset: str, results_dir, positions) -> set[str]:
+    """The verifying methods of the published numbers at ``positions`` (of `published`'s
+    rows) whose stored spread does not hold them, or that have none yet."""
+    return {
+        verify
+        for position, row, verify, spread, slack in _verifications(preset, results_dir)
+        if position in positions
+        and not (spread and spread.holds(row["printed"], float(row["scale"]), slack))
+    }
 
 
 def _ours(row, values: pd.DataFrame, ranked: dict) -> tuple[float, str]:

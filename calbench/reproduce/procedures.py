@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 from itertools import combinations
 
+import numpy as np
+
 from calbench.conf_files import read_group, swept_values
 from calbench.reproduce.lanes import Stage, say
 from calbench.reproduce.spreads import DRAWN, procedure_minutes, procedure_presets
@@ -72,7 +74,7 @@ def _run_twin(preset, twin, datasets, data_dir, results_dir, mode, run_preset) -
         overrides = [f"method={','.join(waiting)}", f"{drawn}={','.join(batch)}"]
         run_preset(twin, datasets, data_dir, results_dir, overrides)
         done += len(batch)
-        waiting = not_yet_held(preset, waiting, results_dir)
+        waiting = not_yet_held(preset, waiting, results_dir, datasets)
     held = "every number it verifies is held" if not waiting else "draws ran out"
     say(f"{twin}: {done} of {len(draws)} draws run ({held}).")
 
@@ -88,14 +90,19 @@ def swept_draws(config: dict) -> tuple[str | None, list[str]]:
     return None, []
 
 
-def not_yet_held(preset: str, methods: list[str], results_dir) -> list[str]:
+def not_yet_held(preset: str, methods: list[str], results_dir, datasets=()) -> list[str]:
     """Of ``methods``, those that verify a published number of ``preset`` whose stored
-    spread does not hold it yet (compared afresh from the store)."""
-    from calbench.reproduce.comparison import compare
+    spread does not hold it yet (compared afresh from the store). A number on ``datasets``
+    whose own cell is not stored yet (its preset's sweep runs in another lane) counts as
+    not held unless the spread holds it: it may still differ."""
+    from calbench.reproduce.comparison import compare, unheld_verifiers
 
     report = compare(preset, results_dir)
     unheld = report[report["status"].isin(("unexplained", "cause not verified"))]
     verifying = {text.split(":", 1)[0] for text in unheld["procedure"] if text}
+    pending = (report["status"] == "not run") & report["dataset"].isin(list(datasets))
+    if pending.any():
+        verifying |= unheld_verifiers(preset, results_dir, set(np.flatnonzero(pending)))
     return [m for m in methods if m in verifying]
 
 
