@@ -51,8 +51,9 @@ def _parser() -> argparse.ArgumentParser:
         "--lanes",
         type=int,
         default=LANES,
-        help=f"with all: how many presets run side by side (default {LANES}; their lines are "
-        "led by the preset's name); 1 runs them one after another",
+        help=f"how many stages (a preset's sweep, a procedure twin; of every preset with all) "
+        f"run side by side (default {LANES}; their lines are led by the stage's name); 1 runs "
+        "them one after another",
     )
     parser.add_argument(
         "--ci",

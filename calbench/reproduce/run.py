@@ -123,8 +123,9 @@ def reproduce(
 def reproduce_many(
     names, data_dir, results_dir, source_dir=None, run=True, procedures="until_held", lanes=1
 ) -> dict:
-    """Run the presets' stages (each's sweep, then its procedure twins, `procedure_stages`)
-    on their present data sets, ``lanes`` at a time (`in_lanes`); preset -> the data sets
+    """Run the presets' stages (each's sweep and each of its procedure twins,
+    `procedure_stages`) on their present data sets, ``lanes`` at a time (`in_lanes`; one
+    lane: each preset's sweep, then its twins, as before); preset -> the data sets
     it ran on (those present when ``run`` is false), leaving out one without any where
     ``run`` is "if-present"."""
     for preset in names:
