@@ -31,17 +31,21 @@ def say(text: str) -> None:
 class Stage:
     """A part of a reproduction that runs on its own: a preset's sweep, or one procedure
     twin until held. ``name`` leads its lines in a lane; ``minutes``, what it is expected
-    to cost, puts the costliest first."""
+    to cost, puts the costliest first; ``first`` stages start before the others (a
+    preset's sweep: until its own values are stored its twins cannot tell which numbers
+    they need not verify, and run on)."""
 
     name: str
     minutes: float
     run: Callable[[], None]
+    first: bool = False
 
 
 def in_lanes(stages: list[Stage], lanes: int) -> None:
-    """Run the stages, ``lanes`` at a time, the costliest first (the longest ones must not
-    start last), each in a lane named by it; with one lane one after another as given. An
-    error in one lane is raised once the others have finished."""
+    """Run the stages, ``lanes`` at a time, the ``first`` ones first, each group the
+    costliest first (the longest ones must not start last), each in a lane named by it;
+    with one lane one after another as given. An error in one lane is raised once the
+    others have finished."""
     if lanes <= 1 or len(stages) <= 1:
         for stage in stages:
             stage.run()
@@ -52,7 +56,8 @@ def in_lanes(stages: list[Stage], lanes: int) -> None:
         stage.run()
 
     with ThreadPoolExecutor(max_workers=lanes) as pool:
-        futures = [pool.submit(in_lane, s) for s in sorted(stages, key=lambda s: -s.minutes)]
+        order = sorted(stages, key=lambda s: (not s.first, -s.minutes))
+        futures = [pool.submit(in_lane, s) for s in order]
     for future in futures:
         future.result()
 

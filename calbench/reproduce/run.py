@@ -34,6 +34,7 @@ from calbench.reproduce.lanes import Stage, in_lanes, lane, say
 from calbench.reproduce.procedures import procedure_stages
 from calbench.reproduce.published import presets, published
 from calbench.reproduce.rendering import interval_summary, render_markdown, summary
+from calbench.reproduce.spreads import procedure_minutes
 
 
 def presets_of_all() -> list[str]:
@@ -145,16 +146,11 @@ def reproduce_many(
         stages = []
         for preset, sets in present.items():
             sweep = functools.partial(run_preset, preset, sets, data_dir, results_dir)
-            stages.append(Stage(preset, PRESET_MINUTES, sweep))
+            minutes = procedure_minutes(preset, "preset_minutes") or 1.0
+            stages.append(Stage(preset, minutes, sweep, first=True))
             stages += procedure_stages(preset, sets, data_dir, results_dir, procedures, run_preset)
         in_lanes(stages, lanes)
     return present
-
-
-#: What a preset's own sweep is expected to cost beside its twins' first batches (to start
-#: the costliest stages first): on DenseNet-40 CIFAR-10, 2 cores, 8 s (gupta_ks) to about
-#: 3 minutes (valk_real).
-PRESET_MINUTES = 2.0
 
 
 def _present_sets(preset, data_dir, run) -> list[str] | None:

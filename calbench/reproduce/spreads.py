@@ -100,12 +100,13 @@ def procedure_presets(preset: str) -> list[str]:
     return sorted(n for n in names if n == twin or n.startswith(f"{twin}_"))
 
 
-def procedure_minutes(twin: str) -> float | None:
+def procedure_minutes(twin: str, key: str = "procedure_minutes") -> float | None:
     """Minutes the procedure twin takes on DenseNet-40 CIFAR-10 on 2 cores, as its paper
     pack measured them (``pack.yaml``'s ``procedure_minutes``), for every draw: what
-    verifying a cause costs at most (`calbench.reproduce.procedures`)."""
+    verifying a cause costs at most (`calbench.reproduce.procedures`). With ``key=
+    "preset_minutes"``, a preset's own sweep's minutes."""
     for pack in paper_packs().values():
-        minutes = (pack.meta.get("procedure_minutes") or {}).get(twin)
+        minutes = (pack.meta.get(key) or {}).get(twin)
         if minutes is not None:
             return minutes
     return None

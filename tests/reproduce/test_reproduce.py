@@ -673,8 +673,9 @@ def test_verified_bounds_name_the_draws_on_each_side_of_a_held_number(monkeypatc
 
 def test_stages_run_side_by_side_the_costliest_first_each_line_led_by_its_name(capsys):
     """Two lanes run at once (the first two stages each wait at a barrier the other must
-    reach), the costliest stage first; a child's lines in a lane come led by its stage's
-    name; one lane runs the stages one after another as given, nothing prefixed."""
+    reach), a preset's sweep (``first``) before the rest, then the costliest; a child's
+    lines in a lane come led by its stage's name; one lane runs the stages one after
+    another as given, nothing prefixed."""
     import sys
     import threading
 
@@ -691,16 +692,17 @@ def test_stages_run_side_by_side_the_costliest_first_each_line_led_by_its_name(c
         assert lane() == name
         assert run_child([sys.executable, "-c", f"print('from {name}'); print('done')"]) == 0
 
-    costs = {"small": 0.1, "large": 5.0, "middle": 2.0}
-    in_lanes([Stage(n, m, lambda n=n: work(n)) for n, m in costs.items()], 2)
-    assert set(started[:2]) == {"large", "middle"} and started[2] == "small"
+    costs = {"small": 0.1, "large": 5.0, "middle": 2.0, "sweep": 0.05}
+    stages = [Stage(n, m, lambda n=n: work(n), first=n == "sweep") for n, m in costs.items()]
+    in_lanes(stages, 2)
+    assert set(started[:2]) == {"sweep", "large"} and started[2:] == ["middle", "small"]
     out = capsys.readouterr().out.splitlines()
     assert sorted(out) == sorted(
         [f"[{n}] from {n}" for n in costs] + [f"[{n}] done" for n in costs]
     )
     seen = []
     in_lanes([Stage(n, m, lambda n=n: seen.append((n, lane()))) for n, m in costs.items()], 1)
-    assert seen == [("small", None), ("large", None), ("middle", None)]
+    assert seen == [(n, None) for n in costs]
 
 
 def test_a_reproduction_runs_its_sweep_and_each_twin_as_stages(tmp_path, monkeypatch):
@@ -764,7 +766,8 @@ def test_a_number_whose_own_cell_is_not_stored_yet_is_not_held_unless_its_spread
 
     vs = published("gupta_ks").query("method == 'vs' and dataset == 'c10_densenet40'")
     stored = {  # every VS number equal to its printed value but Table 1's
-        ("c10_densenet40", "vs", m): p / s for m, p, s in zip(vs.metric, vs.printed, vs.scale)
+        ("c10_densenet40", "vs", m): p / s
+        for m, p, s in zip(vs.metric, vs.printed, vs.scale, strict=True)
     }
     _fake_store(monkeypatch, stored | {("c10_densenet40", "vs", "ks_error"): 0.0100})
     rules = [
