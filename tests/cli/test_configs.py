@@ -15,6 +15,7 @@ import pytest
 from calbench.conf_files import group_files, read_group, swept_values
 from calbench.data import LOADERS
 from calbench.data.views import view_keys
+from calbench.reproduce.spreads import DRAWN
 from calbench.runner.plan import PLAN_DATASET_KEYS, plan_cell
 from tests.runner.test_sweep_composer import composed as _compose
 
@@ -86,11 +87,20 @@ def _sweep_points():
 
 def _sweep_overrides(preset: str, method: str | None) -> list[str]:
     """The preset with ``method`` and the first value of every other key it sweeps, as the
-    sweep's first cell has them."""
+    sweep's first cell has them; of a procedure twin's draws (seeds, folds, ...), the
+    lowest, since their order is the order a reproduction tries them in (witnesses first,
+    `calbench.reproduce.procedures`), which may change without changing any cell."""
     config = read_group("experiment")[preset]
     overrides = [f"experiment={preset}"] + ([f"method={method}"] if method else [])
     params = ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
-    return overrides + [f"{k}={swept_values(config, k)[0]}" for k in params if k != "method"]
+
+    def first(key):
+        values = swept_values(config, key)
+        if key.removeprefix("method.params.") in DRAWN:
+            return min(values, key=lambda v: (isinstance(v, str), v))
+        return values[0]
+
+    return overrides + [f"{k}={first(k)}" for k in params if k != "method"]
 
 
 @pytest.mark.parametrize("preset,method", list(_sweep_points()))
