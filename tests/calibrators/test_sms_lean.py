@@ -109,7 +109,7 @@ def test_fit_multinomial_and_the_lean_fit_agree_beyond_newton_s_limit(rng):
     a0 = np.zeros((k, k + 1))
     reference = fit_multinomial(x, y, a0, penalty, offset=x, tol=1e-9)
     lean = multinomial_lean.fit_multinomial_lean(
-        packed_features(x).base, y, a0, ridge, max_iter=2000, tol=1e-9
+        packed_features(x).base, y, np.ones(k), np.zeros(k), ridge, max_iter=2000, tol=1e-9
     )
     assert lean.gradient_max <= 1e-9
     assert abs(lean.loss - reference.loss) <= 1e-12

@@ -81,7 +81,7 @@ SMS_FEATURE_COPIES = 6
 #: the preconditioner's two factors, the maps' temporaries, and `LEAN_CORRECTIONS` float32
 #: pairs), and of the features (the caller's logits, the packed features and what building
 #: them holds at once); plus the chunks' buffers (at most 5 chunks).
-LEAN_SMS_PARAMETER_COPIES = 10 + LEAN_CORRECTIONS
+LEAN_SMS_PARAMETER_COPIES = 8 + LEAN_CORRECTIONS
 LEAN_SMS_FEATURE_COPIES = 3
 LEAN_SMS_BUFFERS = 5
 
@@ -318,12 +318,9 @@ class StructuredScaling(ParametricCalibrator):
             pen_w=lam["diagonal"],
             pen_b=lam["intercept"],
         )
-        a0 = np.zeros((k, k + 1))
-        a0[np.arange(k), np.arange(k)] = start.weights[0] - 1.0
-        a0[:, k] = start.weights[1]
         ridge = Ridge(lam["off_diagonal"], lam["diagonal"], lam["intercept"])
-        fit = fit_multinomial_lean(x.base, y, a0, ridge, max_iter=self.max_iter, tol=self.tol)
-        del a0
+        w, b = start.weights
+        fit = fit_multinomial_lean(x.base, y, w, b, ridge, max_iter=self.max_iter, tol=self.tol)
         a = fit.weights
         a[np.arange(k), np.arange(k)] += 1.0
         self.coef_, self.intercept_ = np.ascontiguousarray(a[:, :k]), a[:, k].copy()

@@ -114,7 +114,7 @@ def lean_terms(xt, y, a, ridge: Ridge, curvature=False):
     value = value / n + ridge.value(a)
     if not curvature:
         return value, grad, None
-    diagonal, mean = (s.numpy() / n for s in sums)
+    diagonal, mean = (s.div_(n).numpy() for s in sums)  # (in place: no second copies)
     ridge.add(diagonal)
     weight_mean = (weight_sum.numpy() / n).clip(min=np.finfo(float).tiny)[:, None]
     return value, grad, (diagonal, mean, weight_mean)
@@ -124,50 +124,92 @@ def _largest(a) -> float:
     return float(max(a.max(), -a.min()))  # (no absolute-value copy)
 
 
-def fit_multinomial_lean(xt, y, a0, ridge: Ridge, *, max_iter, tol) -> MultinomialFit:
-    """`fit_multinomial`'s SMS fit (offset ``x``, ridge towards 0) by `lean_terms` and
-    `lean_lbfgs` in `RowPreconditioner`'s coordinates, rebuilt as `fit_multinomial`'s
-    are: at the start, every `REFRESH_STEPS` steps, and where a round stopped short of the
-    gradient test. Stops where the largest gradient entry in the weights is at most
-    ``tol``, a round lowers the objective by at most ``tol * 1e-6`` relative, or at
-    ``max_iter`` steps."""
-    steps, a = 0, a0
+def fit_multinomial_lean(xt, y, w, b, ridge: Ridge, *, max_iter, tol) -> MultinomialFit:
+    """`fit_multinomial`'s SMS fit (offset ``x``, ridge towards 0) from the diagonal map
+    ``W = I + diag(w - 1)``, intercepts ``b``, by `lean_terms` and `lean_lbfgs` in
+    `RowPreconditioner`'s coordinates, rebuilt as `fit_multinomial`'s are: at the start,
+    every `REFRESH_STEPS` steps, and where a round stopped short of the gradient test.
+    Stops where the largest gradient entry in the weights is at most ``tol``, a round
+    lowers the objective by at most ``tol * 1e-6`` relative, or at ``max_iter`` steps."""
+    k = len(w)
+    a = np.zeros((k, k + 1))  # (made here, so that nothing outside holds it)
+    a[np.arange(k), np.arange(k)] = np.asarray(w) - 1.0
+    a[:, k] = b
+    steps = 0
     with blas_threads(1):  # the products are torch's, on its threads
         while True:
             value, grad, sums = lean_terms(xt, y, a, ridge, curvature=True)
-            coordinates = RowPreconditioner.from_sums(*sums)
+            maps = _Maps(RowPreconditioner.from_sums(*sums))
             del sums
-            result = _round(xt, y, a, ridge, coordinates, value, grad, max_iter - steps, tol)
-            del grad
+            largest, shape = _largest(grad), a.shape
+            theta, grad = maps.theta(a).reshape(-1), maps.gradient(grad).reshape(-1)
+            del a  # (its memory is theta's now)
+            result = _round(
+                xt, y, ridge, maps, shape, (theta, value, grad, largest), max_iter - steps, tol
+            )
+            del theta, grad
             steps += result.n_iter
-            a = coordinates.weights(result.theta.reshape(a.shape))
+            a = maps.weights(result.theta.reshape(shape))
             converged = result.gradient_max <= tol
             settled = value - result.value <= tol * 1e-6 * abs(result.value)
             if converged or settled or steps >= max_iter:
                 break
+            del result
     converged = converged or steps < max_iter
     return MultinomialFit(a, steps, result.value, result.gradient_max, converged)
 
 
-def _round(xt, y, a, ridge, coordinates, value, grad, budget, tol):
-    """One round of `lean_lbfgs` in ``coordinates`` from ``a`` (objective ``value``,
-    gradient ``grad`` in the weights), at most `REFRESH_STEPS` steps."""
-    shape = a.shape
+class _Maps:
+    """`RowPreconditioner`'s three maps with no parameter-sized temporary: ``theta`` and
+    ``gradient`` in place of their argument, ``weights`` into one new array (its methods
+    make two or three, 0.8 GB each at 10,000 classes)."""
+
+    def __init__(self, coordinates):
+        import torch
+
+        self.unit, self.root, self.gamma = coordinates.unit, coordinates.root, coordinates.gamma
+        self.unit_t = torch.from_numpy(self.unit)
+        self.shrink = self.gamma / (1.0 + self.gamma)
+
+    def _add_along(self, rows, scale) -> None:
+        """``rows += scale * unit (unit . rows)``, row by row, in place."""
+        import torch
+
+        coefficient = scale * np.einsum("ij,ij->i", self.unit, rows)[:, None]
+        torch.from_numpy(rows).addcmul_(self.unit_t, torch.from_numpy(coefficient))
+
+    def theta(self, a):
+        a *= self.root
+        self._add_along(a, self.gamma)
+        return a
+
+    def weights(self, theta):
+        out = theta.copy()
+        self._add_along(out, -self.shrink)
+        out /= self.root
+        return out
+
+    def gradient(self, grad):
+        grad /= self.root
+        self._add_along(grad, -self.shrink)
+        return grad
+
+
+def _round(xt, y, ridge, maps, shape, start, budget, tol):
+    """One round of `lean_lbfgs` in ``maps``' coordinates from ``start``: ``(theta,
+    objective, gradient there, the weights' largest gradient entry)``, at most
+    `REFRESH_STEPS` steps."""
 
     def evaluate(theta):
-        weights = coordinates.weights(theta.reshape(shape))
+        weights = maps.weights(theta.reshape(shape))
         value, grad, _ = lean_terms(xt, y, weights, ridge)
         del weights
-        return value, coordinates.gradient(grad).reshape(-1), _largest(grad)
+        largest = _largest(grad)
+        return value, maps.gradient(grad).reshape(-1), largest
 
-    largest = _largest(grad)
-    theta = coordinates.theta(a).reshape(-1)
     return lean_lbfgs.minimise(
         evaluate,
-        theta,
-        value,
-        coordinates.gradient(grad).reshape(-1),
-        largest,
+        *start,
         max_iter=min(REFRESH_STEPS, budget),
         tol=tol,
         ftol=tol * 1e-6,
