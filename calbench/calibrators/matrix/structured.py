@@ -79,8 +79,8 @@ SMS_FEATURE_COPIES = 6
 #: The same for the lean path (`fit_multinomial_lean`): float64 copies of the parameters
 #: (the point, its gradient, the direction, a trial point with its weights and gradient,
 #: the preconditioner's two factors, the maps' temporaries, and `LEAN_CORRECTIONS` float32
-#: pairs), and of the features (the caller's logits, the packed features and what building
-#: them holds at once); plus the chunks' buffers (at most 5 chunks).
+#: pairs), and of the features (the caller's logits, the packed features and, while they
+#: are built, the unpacked ones; two in the fit); plus the chunks' buffers (at most 5).
 LEAN_SMS_PARAMETER_COPIES = 8 + LEAN_CORRECTIONS
 LEAN_SMS_FEATURE_COPIES = 3
 LEAN_SMS_BUFFERS = 5
@@ -90,7 +90,8 @@ def sms_memory_needs(n: int, k: int) -> tuple[int, int]:
     """Bytes SMS's fit needs beyond Newton's class limit: ``(scipy's path, the lean path)``."""
     copy, features = 8 * k * (k + 1), 8 * n * k
     full = SMS_PARAMETER_COPIES * copy + SMS_FEATURE_COPIES * features
-    lean = LEAN_SMS_PARAMETER_COPIES * copy + LEAN_SMS_FEATURE_COPIES * features
+    # the features' copies while they are built, or two of them beside the fit's own
+    lean = max(LEAN_SMS_FEATURE_COPIES * features, 2 * features + LEAN_SMS_PARAMETER_COPIES * copy)
     buffers = LEAN_SMS_BUFFERS * 8 * min(LEAN_CHUNK_ENTRIES, n * (k + 1))
     return full, lean + buffers
 
