@@ -37,7 +37,9 @@ def fit_vector(
             value += (pen_w * gap**2).sum() + (pen_b * a[1] ** 2).sum()
             grad_w, grad_b = grad_w + 2 * pen_w * gap, grad_b + 2 * pen_b * a[1]
             if sums is not None:  # the ridge's curvature in the pairs' blocks
-                sums = sums + np.stack([2 * pen_w + 0 * gap, 0 * gap, 2 * pen_b + 0 * gap])
+                sums = sums.copy()
+                sums[0] += 2 * pen_w
+                sums[2] += 2 * pen_b
         return value, np.stack([grad_w, grad_b]), sums
 
     a0 = np.stack([np.asarray(w0, np.float64), np.asarray(b0, np.float64)])
