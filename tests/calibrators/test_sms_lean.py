@@ -114,3 +114,17 @@ def test_fit_multinomial_and_the_lean_fit_agree_beyond_newton_s_limit(rng):
     assert lean.gradient_max <= 1e-9
     assert abs(lean.loss - reference.loss) <= 1e-12
     np.testing.assert_allclose(lean.weights, reference.weights, atol=1e-7)
+
+
+def test_the_lean_warm_start_is_newton_s_diagonal_minimum(rng):
+    """`fit_vector` with SMS's diagonal ridge reaches `newton_vector`'s minimum."""
+    from calbench.calibrators.solvers.newton_vector import newton_vector
+    from calbench.calibrators.solvers.vector_lbfgs import fit_vector
+
+    n, k = 800, 25
+    x = np.log(rng.dirichlet(np.ones(k), size=n))
+    y = rng.integers(0, k, n)
+    w, b, _, value = newton_vector(x, y, np.ones(k), np.zeros(k), pen_w=0.03, pen_b=0.02)
+    fit = fit_vector(x, y, np.ones(k), np.zeros(k), tol=1e-10, pen_w=0.03, pen_b=0.02)
+    assert fit.loss == pytest.approx(value, abs=1e-12)
+    np.testing.assert_allclose(fit.weights, np.stack([w, b]), atol=1e-7)
