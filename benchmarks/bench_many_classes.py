@@ -17,7 +17,8 @@ before the fit), and its time is its stopping rule's. ``--classes 2000 --rows 50
 --methods vs,sms`` times it beyond Newton's class limit where a minimum exists, and SMS at
 the largest map calbench fits (`~calbench.calibrators.solvers.memory.MATRIX_MAX_CLASSES`).
 ``--params precision=float32`` sets calbench's parameters (strings), e.g. SMS's float32
-products.
+products, or ``lean=always`` its lean path; ``--save DIR`` writes calbench's fitted maps
+there, to compare two runs' weights.
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ else:
     model = make_calibrator({method!r}, **{params!r}).fit(zc, yc)
     out["seconds"] = time.perf_counter() - start
     probs = model.predict_proba(zt)
+    for name in ("n_iter_", "loss_", "gradient_max_"):  # steps, objective, gradient at stop
+        value = getattr(model, name, None)
+        if value is not None:
+            out[name.rstrip("_")] = float(value)
+    if {save!r}:  # the fitted map, for comparing two fits' weights
+        np.savez({save!r}, coef=model.coef_, intercept=model.intercept_)
 out["test_log_loss"] = log_loss(probs / probs.sum(axis=1, keepdims=True), yt)
 # this process's own peak (ru_maxrss survives exec: it would hold the parent's)
 status = dict(line.split(":", 1) for line in open("/proc/self/status"))
@@ -83,10 +90,12 @@ print(json.dumps(out))
 
 
 def run_child(
-    method: str, k: int, rows: int, peer: str | None, timeout: float, params=None
+    method: str, k: int, rows: int, peer: str | None, timeout: float, params=None, save=""
 ) -> dict:
     root = str(Path(__file__).resolve().parents[1])
-    code = CHILD.format(root=root, k=k, rows=rows, peer=peer, method=method, params=params or {})
+    code = CHILD.format(
+        root=root, k=k, rows=rows, peer=peer, method=method, params=params or {}, save=save
+    )
     try:
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
@@ -114,6 +123,9 @@ def main() -> None:
         default="",
         help="calbench's parameters, e.g. precision=float32 (SMS's float32 products)",
     )
+    parser.add_argument(
+        "--save", default="", help="a folder for calbench's fitted maps (<method>_<k>.npz)"
+    )
     parser.add_argument("--out", default="results/bench")
     parser.add_argument("--stem", default="many_classes", help="the output files' name")
     args = parser.parse_args()
@@ -121,7 +133,8 @@ def main() -> None:
     records = []
     for k in (int(c) for c in args.classes.split(",")):
         for method in args.methods.split(","):
-            ours = run_child(method, k, args.rows, None, args.timeout, params)
+            save = str(Path(args.save) / f"{method}_{k}.npz") if args.save else ""
+            ours = run_child(method, k, args.rows, None, args.timeout, params, save)
             row = {"classes": k, "rows": args.rows, "method": method, **params}
             row["classes_without_label"] = ours.pop("classes_without_label", None)
             row.update({f"calbench_{a}": b for a, b in ours.items()})

@@ -797,8 +797,9 @@ def test_a_full_matrix_map_beyond_its_class_limit_refuses_before_work(name, monk
 def test_sms_is_bounded_by_the_memory_its_fit_needs_not_by_the_class_limit(rng, monkeypatch):
     """SMS's fixed strengths need one fit of a few steps (5,000 classes x 25,000 rows: 3
     steps, 166 s, 12.6 GB on 2 cores), so it is not held to the ODIR maps' class limit;
-    where its fit would not fit in the memory available it is refused before any work (at
-    10,000 classes scipy asked for 33.5 GiB after 153 s and failed), naming both sizes."""
+    where scipy's fit would not fit in the memory available the lean path is taken, and
+    where that would not either SMS is refused before any work (at 10,000 classes scipy
+    asked for 33.5 GiB after 153 s and failed), naming the sizes."""
     from calbench.calibrators.matrix import structured
     from calbench.calibrators.scaling import temperature as scaling
     from calbench.calibrators.solvers import memory
@@ -812,13 +813,28 @@ def test_sms_is_bounded_by_the_memory_its_fit_needs_not_by_the_class_limit(rng, 
     assert fitted.coef_.shape == (k, k)
 
     need = (45 + 10) * 8 * k * (k + 1) + 6 * 8 * n * k
+    full, lean = structured.sms_memory_needs(n, k)
+    assert full == need
+    # Where scipy's path would not fit and the lean one does, the lean one is taken ...
     monkeypatch.setattr(structured, "available_memory", lambda: need - 1)
+    monkeypatch.setattr(
+        structured.StructuredScaling,
+        "_fit_matrix_by_scaledlbfgs",
+        lambda *a: pytest.fail("scipy's path where it does not fit"),
+    )
+    assert make_calibrator("sms").fit(z, y).coef_.shape == (k, k)
+    # ... and where neither fits, SMS is refused before any work, naming both needs.
+    monkeypatch.setattr(structured, "available_memory", lambda: lean - 1)
     monkeypatch.setattr(
         scaling.TemperatureScaling, "fit", lambda *a: pytest.fail("a fit began before the refusal")
     )
     with pytest.raises(
-        CalbenchError, match=rf"needs about {need / 1e9:.0f} GB .* has 0 GB available.* svs"
+        CalbenchError,
+        match=rf"needs about {need / 1e9:.0f} GB .* lean path .* about {lean / 1e9:.0f} GB"
+        r".* has 0 GB available.* svs",
     ):
         make_calibrator("sms").fit(z, y)
+    with pytest.raises(CalbenchError, match="needs about"):
+        make_calibrator("sms", lean="never").fit(z, y)  # (scipy's path or nothing)
     monkeypatch.setattr(structured, "available_memory", lambda: None)
     structured.check_sms_memory(n, 10**5)  # memory unknown (no /proc, no sysconf): fitted

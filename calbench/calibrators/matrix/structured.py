@@ -23,9 +23,12 @@ probabilities to float32 and clips their logs at ln(float32 tiny) = -87.3 (only
 probabilities below 1e-38 differ), and fits by scipy's L-BFGS-B with closed-form gradients
 instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/calibrators/test_structured.py).
 Their SAGA solver and non-ridge penalties (lasso, MCP, group lasso) are not implemented.
-SMS's W is a full k x k map: where its fit would not fit in the memory available
-(`check_sms_memory`: at 10,000 classes on 25,000 rows about 56 GB) it is refused before any
-work.
+SMS's W is a full k x k map: where scipy's fit would not fit in the memory available
+(`check_sms_memory`: at 10,000 classes on 25,000 rows about 56 GB) it takes a lean path
+(`fit_multinomial_lean`: the objective on row chunks, L-BFGS with 5 float32 corrections,
+the warm start by class-pair L-BFGS; 13.2 GB measured there, the data included, in 964 s
+on 2 loaded cores, converged), and where that would not fit either it is refused before
+any work.
 
 The default strengths are the paper's, unlike the ODIR and L2 maps' data-chosen ones, so
 ``sms`` and ``svs`` stay the paper's methods and CalArena's numbers. At the ImageNet shape
@@ -44,7 +47,13 @@ from calbench.calibrators.matrix.matrix_scaling import MatrixScaling
 from calbench.calibrators.parametric import ParametricCalibrator
 from calbench.calibrators.scaling.temperature import TemperatureScaling, VectorScaling
 from calbench.calibrators.solvers.lbfgs import LBFGS_COPIES
+from calbench.calibrators.solvers.lean_lbfgs import LEAN_CORRECTIONS
 from calbench.calibrators.solvers.memory import available_memory, packed_features
+from calbench.calibrators.solvers.multinomial_lean import (
+    LEAN_CHUNK_ENTRIES,
+    Ridge,
+    fit_multinomial_lean,
+)
 from calbench.calibrators.solvers.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_steps
 from calbench.calibrators.solvers.newton_vector import newton_vector
 from calbench.calibrators.solvers.newton_vector_lean import LEAN_ENTRIES
@@ -54,6 +63,7 @@ from calbench.calibrators.solvers.preconditioned import (
     fit_multinomial,
 )
 from calbench.calibrators.solvers.threads import blas_threads
+from calbench.calibrators.solvers.vector_lbfgs import fit_vector
 from calbench.errors import CalbenchError
 from calbench.simplex import log_in_place, softmax
 
@@ -67,21 +77,47 @@ WARM_START_TOL = 1e-4
 #: count says 17 GB), 6.4 GB at 2,000 x 50,000 (6.6 GB).
 SMS_PARAMETER_COPIES = LBFGS_COPIES + 10
 SMS_FEATURE_COPIES = 6
+#: The same for the lean path (`fit_multinomial_lean`): float64 copies of the parameters
+#: (the point, its gradient, the direction, a trial point with its weights and gradient,
+#: the preconditioner's two factors, the maps' temporaries, and `LEAN_CORRECTIONS` float32
+#: pairs), and of the features (the caller's logits, the packed features and, while they
+#: are built, the unpacked ones; two in the fit); plus the chunks' buffers (at most 5).
+LEAN_SMS_PARAMETER_COPIES = 8 + LEAN_CORRECTIONS
+LEAN_SMS_FEATURE_COPIES = 3
+LEAN_SMS_BUFFERS = 5
 
 
-def check_sms_memory(n: int, k: int) -> None:
-    """Refuse SMS before any work where its fit would not fit in the memory available (at
-    10,000 classes scipy asked for 33.5 GiB of workspace after 153 s of work and failed)."""
-    copy = 8 * k * (k + 1)
-    need = SMS_PARAMETER_COPIES * copy + SMS_FEATURE_COPIES * 8 * n * k
+def sms_memory_needs(n: int, k: int) -> tuple[int, int]:
+    """Bytes SMS's fit needs beyond Newton's class limit: ``(scipy's path, the lean path)``."""
+    copy, features = 8 * k * (k + 1), 8 * n * k
+    full = SMS_PARAMETER_COPIES * copy + SMS_FEATURE_COPIES * features
+    # the features' copies while they are built, or two of them beside the fit's own
+    lean = max(LEAN_SMS_FEATURE_COPIES * features, 2 * features + LEAN_SMS_PARAMETER_COPIES * copy)
+    buffers = LEAN_SMS_BUFFERS * 8 * min(LEAN_CHUNK_ENTRIES, n * (k + 1))
+    return full, lean + buffers
+
+
+def check_sms_memory(n: int, k: int, lean: str = "auto", can_lean: bool = True) -> bool:
+    """Whether SMS takes the lean path (`fit_multinomial_lean`): where asked (``lean``
+    "always"), or ("auto") where scipy's path would not fit in the memory available and
+    the lean one does (``can_lean``: the log-loss on the CPU). Refuses before any work
+    where neither fits (at 10,000 classes scipy asked for 33.5 GiB of workspace after 153
+    s of work and failed)."""
+    if lean == "always" and can_lean:
+        return True
+    full, lean_need = sms_memory_needs(n, k)
     available = available_memory()
-    if available is None or need <= available:
-        return
+    if available is None or full <= available:
+        return False
+    if lean == "auto" and can_lean and lean_need <= available:
+        return True
+    copy = 8 * k * (k + 1)
     raise CalbenchError(
         f"StructuredScaling (sms): a full {k} x {k} map on {n} rows needs about "
-        f"{need / 1e9:.0f} GB ({copy / 1e9:.1f} GB a copy of its {k * (k + 1):,} parameters, "
+        f"{full / 1e9:.0f} GB ({copy / 1e9:.1f} GB a copy of its {k * (k + 1):,} parameters, "
         f"{SMS_PARAMETER_COPIES} copies with L-BFGS-B's workspace, and "
-        f"{SMS_FEATURE_COPIES} copies of the {n} x {k} features), and this machine has "
+        f"{SMS_FEATURE_COPIES} copies of the {n} x {k} features), its lean path (the "
+        f"log-loss on the CPU) about {lean_need / 1e9:.0f} GB, and this machine has "
         f"{available / 1e9:.0f} GB available. Fit it where there is more memory, or use a "
         "map with a few parameters a class: svs, vs, ets or ts."
     )
@@ -117,13 +153,23 @@ class StructuredScaling(ParametricCalibrator):
         SMS's products beyond Newton's class limit, as `MatrixScaling`'s: ``"float32"``
         stops at a largest gradient entry of at least 1e-6 (``tol``'s default is 1e-8).
         On netcal's DenseNet-BC-100 CIFAR-100 its test log-loss is within 1e-7 of the
-        float64 fit's; ``docs/performance.md`` has the figures. SVS ignores it.
+        float64 fit's; ``docs/performance.md`` has the figures. SVS ignores it, and so
+        does the lean path (float64 throughout).
+    lean : {"auto", "always", "never"}
+        SMS's lean path (`fit_multinomial_lean`: the rows in chunks, 5 float32
+        corrections, the warm start by `fit_vector`): ``"auto"`` takes it only where
+        scipy's path would not fit in the memory available and it does
+        (`check_sms_memory`; at 25,000 rows from about 6,000 classes on 21 GB), so every
+        shape that fits keeps its numbers; ``"always"`` at any size (the log-loss on the
+        CPU); ``"never"`` refuses where scipy's path would not fit. Its minimum is the
+        same to the tolerance, not to the bit (``docs/performance.md``).
     """
 
     _parameter_constraints = {
         "structure": Choice("matrix", "vector"),
         "preconditioner": PRECONDITIONERS,
         "precision": PRECISIONS,
+        "lean": Choice("auto", "always", "never"),
     }
 
     def default_strengths(self) -> str:
@@ -147,7 +193,9 @@ class StructuredScaling(ParametricCalibrator):
         device="cpu",
         preconditioner="blocks",
         precision="float64",
+        lean="auto",
     ):
+        self.lean = lean
         self.precision = precision
         self.preconditioner = preconditioner
         self.structure = structure
@@ -174,8 +222,10 @@ class StructuredScaling(ParametricCalibrator):
 
     def _fit(self, logits, y):
         n, k = logits.shape
-        if self._matrix() and k > NEWTON_MAX_CLASSES and self._accelerator() is None:
-            check_sms_memory(n, k)  # scipy's L-BFGS-B, whichever the criterion
+        lean = False
+        if self._matrix() and self._accelerator() is None:
+            if k > NEWTON_MAX_CLASSES or self.lean == "always":  # scipy's L-BFGS-B, or lean
+                lean = check_sms_memory(n, k, self.lean, self._cpu_log_loss())
         self.temperature_ = TemperatureScaling().fit(logits, y).temperature_
         self.uniform_weight_ = 1.0 / (n + 1)
         scale = k**self.rho / n**self.tau
@@ -186,7 +236,10 @@ class StructuredScaling(ParametricCalibrator):
         }
         if self._cpu_log_loss() and self._matrix():
             x = self._fitting_features(logits)
-            if k <= NEWTON_MAX_CLASSES:
+            if lean:
+                x = packed_features(x)  # (no second copy of the features held)
+                self._fit_matrix_lean(x, y)
+            elif k <= NEWTON_MAX_CLASSES:
                 self._fit_matrix_by_newton(x, y)
             else:
                 if self.precision == "float64":  # [x | 1] with no second copy of x
@@ -248,6 +301,31 @@ class StructuredScaling(ParametricCalibrator):
         )
         a = fit.weights
         self.coef_, self.intercept_ = a[:, :k] + np.eye(k), a[:, k].copy()
+        self.n_iter_, self.loss_, self.gradient_max_ = fit.n_iter, fit.loss, fit.gradient_max
+
+    def _fit_matrix_lean(self, x, y):
+        """SMS where `_fit_matrix_by_scaledlbfgs` would not fit in memory (`check_sms_memory`):
+        the same objective from the same kind of start to the same gradient test, by
+        `fit_multinomial_lean` (row chunks, 5 float32 corrections), from the diagonal
+        minimum by `fit_vector`'s class-pair L-BFGS (Newton's 2k x 2k Hessian would be
+        3.2 GB at 10,000 classes, 10 GB with its sum and factors)."""
+        k = x.shape[1]
+        lam = self.penalties_
+        start = fit_vector(
+            x,
+            y,
+            np.ones(k),
+            np.zeros(k),
+            tol=WARM_START_TOL,
+            pen_w=lam["diagonal"],
+            pen_b=lam["intercept"],
+        )
+        ridge = Ridge(lam["off_diagonal"], lam["diagonal"], lam["intercept"])
+        w, b = start.weights
+        fit = fit_multinomial_lean(x.base, y, w, b, ridge, max_iter=self.max_iter, tol=self.tol)
+        a = fit.weights
+        a[np.arange(k), np.arange(k)] += 1.0
+        self.coef_, self.intercept_ = np.ascontiguousarray(a[:, :k]), a[:, k].copy()
         self.n_iter_, self.loss_, self.gradient_max_ = fit.n_iter, fit.loss, fit.gradient_max
 
     def _fit_matrix_by_newton(self, x, y):

@@ -22,7 +22,7 @@ from calbench.calibrators.solvers.newton_vector import (
     vector_label_sums,
     vector_log_loss,
 )
-from calbench.calibrators.solvers.preconditioned import fit_vector
+from calbench.calibrators.solvers.vector_lbfgs import fit_vector
 from calbench.criteria import EXP_FLOOR
 from calbench.simplex import TORCH_MIN_ENTRIES
 

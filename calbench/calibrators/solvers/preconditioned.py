@@ -23,10 +23,8 @@ from calbench.calibrators.solvers import device_lbfgs
 from calbench.calibrators.solvers.lbfgs import lbfgs
 from calbench.calibrators.solvers.memory import features_with_ones
 from calbench.calibrators.solvers.newton import row_pull_terms
-from calbench.calibrators.solvers.newton_vector import vector_label_sums, vector_log_loss
 from calbench.calibrators.solvers.preconditioners import (
     BlockPreconditioner,
-    ClassPairPreconditioner,
     RowPreconditioner,
 )
 from calbench.calibrators.solvers.threads import blas_threads
@@ -35,34 +33,6 @@ from calbench.simplex import device_softmax_log_loss, torch_softmax_log_loss
 
 #: L-BFGS steps between rebuilds of the preconditioner (see `fit_multinomial`).
 REFRESH_STEPS = 200
-
-
-def fit_vector(x, y, w0, b0, *, max_iter=1000, tol=1e-6) -> MultinomialFit:
-    """Unpenalised vector scaling ``softmax(x * w + b)`` under the log-loss, by L-BFGS on the
-    CPU in `ClassPairPreconditioner`'s coordinates, rebuilt as `fit_multinomial`'s are
-    (rounds of `REFRESH_STEPS`, the same stopping rules). Its weights are the (2, k) array
-    of rows ``w`` and ``b``."""
-    label_sums = vector_label_sums(x, y)
-
-    def in_weights(a, for_preconditioner=False):
-        value, grad_w, grad_b, sums = vector_log_loss(
-            a[0], a[1], x, y, label_sums, curvature=for_preconditioner
-        )
-        return value, np.stack([grad_w, grad_b]), sums
-
-    a0 = np.stack([np.asarray(w0, np.float64), np.asarray(b0, np.float64)])
-    # BLAS on one thread: scipy's vector work wakes its threads, which then spin on the
-    # cores the evaluation's own threads need (2,500 x 10,000: 0.11 s an evaluation, 0.07 s
-    # so; `fit_multinomial` holds it for the same reason).
-    with blas_threads(1):
-        return _refreshed(
-            in_weights,
-            _scipy_rounds(in_weights, tol),
-            a0,
-            lambda sums, hard, again: ClassPairPreconditioner(sums),
-            max_iter=max_iter,
-            tol=tol,
-        )
 
 
 #: The full-matrix maps' ``preconditioner`` parameter: ``blocks`` (`BlockPreconditioner`

@@ -49,7 +49,19 @@ class RowPreconditioner:
             products = [product.numpy() for product in products]
         diagonal = products[0] / n + ridge_curvature
         mean = products[1] / n
-        weight_mean = weight.mean(axis=0).clip(min=tiny)[:, None]
+        self._factor(diagonal, mean, weight.mean(axis=0).clip(min=tiny)[:, None], xp)
+
+    @classmethod
+    def from_sums(cls, diagonal, mean, weight_mean):
+        """The coordinates from the blocks' numpy sums over n: ``diagonal`` (ridge
+        included) and ``mean`` of shape (k, k + 1), ``weight_mean`` (k, 1); for a caller
+        that sums them over row chunks (`calbench.calibrators.solvers.multinomial_lean`)."""
+        coordinates = cls.__new__(cls)
+        coordinates._factor(diagonal, mean, weight_mean, np)
+        return coordinates
+
+    def _factor(self, diagonal, mean, weight_mean, xp):
+        tiny = np.finfo(float).tiny
         rank_one = mean**2 / weight_mean
         # Mathematically diagonal >= rank_one (Cauchy-Schwarz); the floor keeps rounding
         # and an unpenalised map from a singular scale.
