@@ -95,6 +95,13 @@ def test_the_current_path_is_kept_where_it_fits(rng, monkeypatch):
     full, lean = structured.sms_memory_needs(25_000, 10_000)
     assert lean < 21e9 < full  # 10,000 classes on this machine's 21 GB: lean only
     assert structured.check_sms_memory(100, 30, "always")
+    # Above 1,000 classes "auto" takes the lean path whatever the memory (a shape's path
+    # must not depend on the machine), in float64 only; at 1,000, scipy's where it fits.
+    monkeypatch.setattr(structured, "available_memory", lambda: 10**12)
+    assert structured.check_sms_memory(25_000, 1_001)
+    assert not structured.check_sms_memory(25_000, 1_000)
+    assert not structured.check_sms_memory(25_000, 2_000, "never")
+    assert not structured.check_sms_memory(25_000, 2_000, precision="float32")
 
 
 def test_fit_multinomial_and_the_lean_fit_agree_beyond_newton_s_limit(rng):

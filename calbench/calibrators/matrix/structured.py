@@ -23,12 +23,12 @@ probabilities to float32 and clips their logs at ln(float32 tiny) = -87.3 (only
 probabilities below 1e-38 differ), and fits by scipy's L-BFGS-B with closed-form gradients
 instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/calibrators/test_structured.py).
 Their SAGA solver and non-ridge penalties (lasso, MCP, group lasso) are not implemented.
-SMS's W is a full k x k map: where scipy's fit would not fit in the memory available
-(`check_sms_memory`: at 10,000 classes on 25,000 rows about 56 GB) it takes a lean path
-(`fit_multinomial_lean`: the objective on row chunks, L-BFGS with 5 float32 corrections,
-the warm start by class-pair L-BFGS; 13.2 GB measured there, the data included, in 964 s
-on 2 loaded cores, converged), and where that would not fit either it is refused before
-any work.
+SMS's W is a full k x k map: above 1,000 classes, or where scipy's fit would not fit in
+the memory available (`check_sms_memory`: at 10,000 classes on 25,000 rows about 56 GB),
+it takes a lean path (`fit_multinomial_lean`: the objective on row chunks, L-BFGS with 5
+float32 corrections, the warm start by class-pair L-BFGS; 13.2 GB measured there, the data
+included, in 964 s on 2 loaded cores, converged), and where that would not fit either it
+is refused before any work.
 
 The default strengths are the paper's, unlike the ODIR and L2 maps' data-chosen ones, so
 ``sms`` and ``svs`` stay the paper's methods and CalArena's numbers. At the ImageNet shape
@@ -97,14 +97,31 @@ def sms_memory_needs(n: int, k: int) -> tuple[int, int]:
     return full, lean + buffers
 
 
-def check_sms_memory(n: int, k: int, lean: str = "auto", can_lean: bool = True) -> bool:
+#: Classes above which ``lean="auto"`` takes the lean path whatever the memory: it is
+#: then leaner and no slower (25,000 rows, 2 loaded cores: 2,000 classes 1,821 MB in
+#: 100 s against scipy's path's 2,857 MB in 140 s; 5,000 classes 4,921 MB in 396 s against
+#: 9,697 MB in 455 s and probmetrics' 7,287 MB in 495 s), and a shape's path must not
+#: depend on the machine's free memory. ImageNet's 1,000 classes keep scipy's path, bit
+#: for bit with the numbers stored before the lean path came.
+LEAN_ABOVE_CLASSES = 1000
+
+
+def check_sms_memory(
+    n: int, k: int, lean: str = "auto", can_lean: bool = True, precision: str = "float64"
+) -> bool:
     """Whether SMS takes the lean path (`fit_multinomial_lean`): where asked (``lean``
-    "always"), or ("auto") where scipy's path would not fit in the memory available and
-    the lean one does (``can_lean``: the log-loss on the CPU). Refuses before any work
+    "always"), or ("auto") above `LEAN_ABOVE_CLASSES` classes in float64 (the lean path
+    has no float32 products) or where scipy's path would not fit in the memory available
+    and the lean one does (``can_lean``: the log-loss on the CPU). Refuses before any work
     where neither fits (at 10,000 classes scipy asked for 33.5 GiB of workspace after 153
     s of work and failed)."""
     if lean == "always" and can_lean:
         return True
+    if lean == "auto" and can_lean and k > LEAN_ABOVE_CLASSES and precision == "float64":
+        _, lean_need = sms_memory_needs(n, k)
+        available = available_memory()
+        if available is None or lean_need <= available:
+            return True
     full, lean_need = sms_memory_needs(n, k)
     available = available_memory()
     if available is None or full <= available:
@@ -157,12 +174,13 @@ class StructuredScaling(ParametricCalibrator):
         does the lean path (float64 throughout).
     lean : {"auto", "always", "never"}
         SMS's lean path (`fit_multinomial_lean`: the rows in chunks, 5 float32
-        corrections, the warm start by `fit_vector`): ``"auto"`` takes it only where
-        scipy's path would not fit in the memory available and it does
-        (`check_sms_memory`; at 25,000 rows from about 6,000 classes on 21 GB), so every
-        shape that fits keeps its numbers; ``"always"`` at any size (the log-loss on the
-        CPU); ``"never"`` refuses where scipy's path would not fit. Its minimum is the
-        same to the tolerance, not to the bit (``docs/performance.md``).
+        corrections, the warm start by `fit_vector`): ``"auto"`` takes it above
+        `LEAN_ABOVE_CLASSES` (1,000) classes in float64, where it is leaner and no
+        slower, and at any size where scipy's path would not fit in the memory available
+        and it does (`check_sms_memory`), so ImageNet's 1,000 classes and below keep
+        their numbers; ``"always"`` at any size (the log-loss on the CPU); ``"never"``
+        refuses where scipy's path would not fit. Its minimum is the same to the
+        tolerance, not to the bit (``docs/performance.md``).
     """
 
     _parameter_constraints = {
@@ -225,7 +243,7 @@ class StructuredScaling(ParametricCalibrator):
         lean = False
         if self._matrix() and self._accelerator() is None:
             if k > NEWTON_MAX_CLASSES or self.lean == "always":  # scipy's L-BFGS-B, or lean
-                lean = check_sms_memory(n, k, self.lean, self._cpu_log_loss())
+                lean = check_sms_memory(n, k, self.lean, self._cpu_log_loss(), self.precision)
         self.temperature_ = TemperatureScaling().fit(logits, y).temperature_
         self.uniform_weight_ = 1.0 / (n + 1)
         scale = k**self.rho / n**self.tau
