@@ -800,7 +800,7 @@ def test_sms_is_bounded_by_the_memory_its_fit_needs_not_by_the_class_limit(rng, 
     where scipy's fit would not fit in the memory available the lean path is taken, and
     where that would not either SMS is refused before any work (at 10,000 classes scipy
     asked for 33.5 GiB after 153 s and failed), naming the sizes."""
-    from calbench.calibrators.matrix import structured
+    from calbench.calibrators.matrix import sms_memory, structured
     from calbench.calibrators.scaling import temperature as scaling
     from calbench.calibrators.solvers import memory
 
@@ -813,10 +813,10 @@ def test_sms_is_bounded_by_the_memory_its_fit_needs_not_by_the_class_limit(rng, 
     assert fitted.coef_.shape == (k, k)
 
     need = (45 + 10) * 8 * k * (k + 1) + 6 * 8 * n * k
-    full, lean = structured.sms_memory_needs(n, k)
+    full, lean = sms_memory.sms_memory_needs(n, k)
     assert full == need
     # Where scipy's path would not fit and the lean one does, the lean one is taken ...
-    monkeypatch.setattr(structured, "available_memory", lambda: need - 1)
+    monkeypatch.setattr(sms_memory, "available_memory", lambda: need - 1)
     monkeypatch.setattr(
         structured.StructuredScaling,
         "_fit_matrix_by_scaledlbfgs",
@@ -824,7 +824,7 @@ def test_sms_is_bounded_by_the_memory_its_fit_needs_not_by_the_class_limit(rng, 
     )
     assert make_calibrator("sms").fit(z, y).coef_.shape == (k, k)
     # ... and where neither fits, SMS is refused before any work, naming both needs.
-    monkeypatch.setattr(structured, "available_memory", lambda: lean - 1)
+    monkeypatch.setattr(sms_memory, "available_memory", lambda: lean - 1)
     monkeypatch.setattr(
         scaling.TemperatureScaling, "fit", lambda *a: pytest.fail("a fit began before the refusal")
     )
@@ -836,5 +836,5 @@ def test_sms_is_bounded_by_the_memory_its_fit_needs_not_by_the_class_limit(rng, 
         make_calibrator("sms").fit(z, y)
     with pytest.raises(CalbenchError, match="needs about"):
         make_calibrator("sms", lean="never").fit(z, y)  # (scipy's path or nothing)
-    monkeypatch.setattr(structured, "available_memory", lambda: None)
-    structured.check_sms_memory(n, 10**5)  # memory unknown (no /proc, no sysconf): fitted
+    monkeypatch.setattr(sms_memory, "available_memory", lambda: None)
+    sms_memory.check_sms_memory(n, 10**5)  # memory unknown (no /proc, no sysconf): fitted

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from calbench.calibrators import make_calibrator
-from calbench.calibrators.matrix import structured
+from calbench.calibrators.matrix import sms_memory, structured
 from calbench.calibrators.solvers import lean_lbfgs, multinomial_lean
 from calbench.calibrators.solvers.memory import packed_features
 from calbench.calibrators.solvers.preconditioned import fit_multinomial
@@ -88,20 +88,20 @@ def test_the_current_path_is_kept_where_it_fits(rng, monkeypatch):
         structured.StructuredScaling, "_fit_matrix_lean", lambda *a: called.append(1)
     )
     for available in (None, 10**12):
-        monkeypatch.setattr(structured, "available_memory", lambda a=available: a)
+        monkeypatch.setattr(sms_memory, "available_memory", lambda a=available: a)
         make_calibrator("sms").fit(z, y)
         make_calibrator("sms", lean="never").fit(z, y)
     assert not called
-    full, lean = structured.sms_memory_needs(25_000, 10_000)
+    full, lean = sms_memory.sms_memory_needs(25_000, 10_000)
     assert lean < 21e9 < full  # 10,000 classes on this machine's 21 GB: lean only
-    assert structured.check_sms_memory(100, 30, "always")
+    assert sms_memory.check_sms_memory(100, 30, "always")
     # Above 1,000 classes "auto" takes the lean path whatever the memory (a shape's path
     # must not depend on the machine), in float64 only; at 1,000, scipy's where it fits.
-    monkeypatch.setattr(structured, "available_memory", lambda: 10**12)
-    assert structured.check_sms_memory(25_000, 1_001)
-    assert not structured.check_sms_memory(25_000, 1_000)
-    assert not structured.check_sms_memory(25_000, 2_000, "never")
-    assert not structured.check_sms_memory(25_000, 2_000, precision="float32")
+    monkeypatch.setattr(sms_memory, "available_memory", lambda: 10**12)
+    assert sms_memory.check_sms_memory(25_000, 1_001)
+    assert not sms_memory.check_sms_memory(25_000, 1_000)
+    assert not sms_memory.check_sms_memory(25_000, 2_000, "never")
+    assert not sms_memory.check_sms_memory(25_000, 2_000, precision="float32")
 
 
 def test_fit_multinomial_and_the_lean_fit_agree_beyond_newton_s_limit(rng):

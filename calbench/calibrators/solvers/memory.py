@@ -63,7 +63,7 @@ def available_memory() -> int | None:
 #: 25,000 rows; at 5,000, 200 MB a copy and 6e11 a step, over the hundreds of steps a weak
 #: penalty takes and the grid's 181 fits: hours, so refused before any work. (SMS, whose
 #: fixed strengths need one fit of a few steps, is bounded by memory instead:
-#: `calbench.calibrators.matrix.structured.check_sms_memory`.)
+#: `calbench.calibrators.matrix.sms_memory.check_sms_memory`.)
 MATRIX_MAX_CLASSES = 2000
 
 
