@@ -328,6 +328,7 @@ def test_fail_fast_stops_at_the_first_failure(own_calibrators):
     assert out.returncode == 1 and "1 of 3 cells failed, 2 not run (fail_fast)" in out.stderr
 
 
+@pytest.mark.slow  # 11 s: in make test-slow beside the kills at random moments
 def test_a_killed_worker_costs_its_cell_only(own_calibrators):
     results = own_calibrators / "results"
     out = _sweep(

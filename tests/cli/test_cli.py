@@ -259,15 +259,21 @@ def test_a_bad_value_late_in_a_sweep_fails_before_any_job_runs(tmp_path):
 @pytest.mark.parametrize(
     "plugin, launcher, methods",
     [
-        # Local cores: two joblib jobs (7 s; the submitit case below stays quick).
+        # Local cores: two joblib jobs (7 s).
         pytest.param(
             "hydra_joblib_launcher",
             ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
             ["ts", "vs", "bcts", "dir"],
             marks=pytest.mark.slow,
         ),
-        # The SLURM launcher's local executor: same job code and store as on a cluster.
-        ("hydra_submitit_launcher", ["hydra/launcher=submitit_local"], ["ts", "vs"]),
+        # The SLURM launcher's local executor: same job code and store as on a cluster
+        # (5.5 s; CI's make test-slurm runs submitit through a real scheduler).
+        pytest.param(
+            "hydra_submitit_launcher",
+            ["hydra/launcher=submitit_local"],
+            ["ts", "vs"],
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_launcher_sweeps_keep_every_row_once(tmp_path, plugin, launcher, methods):

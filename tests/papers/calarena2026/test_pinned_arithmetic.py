@@ -67,6 +67,7 @@ def test_thirty_child_processes_give_one_fit():
     assert len(fits) == 1
 
 
+@pytest.mark.slow  # 5 s, a parent killed and waited for: the quick suite stays under 7 minutes
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_the_child_dies_with_its_parent(tmp_path):
     """A parent killed in the middle of a fit takes its pinned child with it."""
