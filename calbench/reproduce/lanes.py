@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 #: The stages a reproduction runs at once (``--lanes``): a preset's sweep and each of its
@@ -44,20 +44,32 @@ class Stage:
 def in_lanes(stages: list[Stage], lanes: int) -> None:
     """Run the stages, ``lanes`` at a time, the ``first`` ones first, each group the
     costliest first (the longest ones must not start last), each in a lane named by it;
-    with one lane one after another as given. An error in one lane is raised once the
-    others have finished."""
+    with one lane one after another as given. A stage that fails (or Ctrl-C) stops every
+    stage not yet started; the error is raised once the running ones have finished."""
     if lanes <= 1 or len(stages) <= 1:
         for stage in stages:
             stage.run()
         return
+    stop = threading.Event()
 
     def in_lane(stage):
+        if stop.is_set():  # a stage failed: start no other
+            return
         _lane.set(stage.name)
-        stage.run()
+        try:
+            stage.run()
+        except BaseException:
+            stop.set()
+            raise
 
+    order = sorted(stages, key=lambda s: (not s.first, -s.minutes))
     with ThreadPoolExecutor(max_workers=lanes) as pool:
-        order = sorted(stages, key=lambda s: (not s.first, -s.minutes))
         futures = [pool.submit(in_lane, s) for s in order]
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)
+        except BaseException:  # Ctrl-C: the running stages' children got it too
+            stop.set()
+            raise
     for future in futures:
         future.result()
 

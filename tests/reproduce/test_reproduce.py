@@ -787,3 +787,29 @@ def test_a_number_whose_own_cell_is_not_stored_yet_is_not_held_unless_its_spread
     methods = ["vs_proc", "ms_proc"]
     assert not_yet_held("gupta_ks", methods, "results", ["c10_densenet40"]) == ["ms_proc"]
     assert not_yet_held("gupta_ks", methods, "results") == []
+
+
+def test_a_failed_stage_stops_every_stage_not_yet_started():
+    """Two lanes: the slow stage runs on while the failing one fails; the third, not yet
+    started, never starts; the failure is raised once the slow one has finished."""
+    import time
+
+    from calbench.reproduce.lanes import Stage, in_lanes
+
+    ran = []
+
+    def slow():
+        time.sleep(0.5)
+        ran.append("slow")
+
+    def fails():
+        raise ValueError("sweep failed")
+
+    stages = [
+        Stage("slow", 3.0, slow),
+        Stage("fails", 2.0, fails),
+        Stage("later", 1.0, lambda: ran.append("later")),
+    ]
+    with pytest.raises(ValueError, match="sweep failed"):
+        in_lanes(stages, 2)
+    assert ran == ["slow"]
