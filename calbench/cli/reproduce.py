@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import calbench.reproduce.run as service
@@ -66,7 +67,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> None:
-    args = _parser().parse_args(argv)
+    try:
+        _reproduce(_parser().parse_args(argv))
+    except KeyboardInterrupt:
+        # The running sweeps' children got the interrupt too; what they stored stays.
+        print(
+            "\ncalbench reproduce: interrupted. The cells already stored are kept: the same "
+            "command goes on from them.",
+            file=sys.stderr,
+        )
+        raise SystemExit(130) from None
+
+
+def _reproduce(args) -> None:
     run = False if args.no_run else ("if-present" if args.if_present else True)
     names = service.presets_of_all() if args.preset == "all" else (args.preset,)
     if args.preset == "all" and run is True:
