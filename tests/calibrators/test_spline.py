@@ -58,22 +58,23 @@ def test_top1_spline_is_guptas_recalibration(synthetic):
     np.testing.assert_allclose(out.max(axis=1), ref, atol=1e-6)  # the vector carries it
 
 
-def _recalibrate_py(logits, y, new_logits, knots, argsort):
-    """Gupta's recalibrate.py top-1 path written out: scipy 1.5's softmax (``exp(z -
-    logsumexp z)``, its logsumexp transcribed) in float32, the calibration rows sorted by
-    score with ``argsort`` (his ``scores.argsort()``), the float32 cumulative score, an
-    independent spline basis, and its ``interpolated_function`` with ``first_above``."""
+def _softmax_scipy_1_5(z):
+    """scipy 1.5's ``softmax``: ``exp(z - logsumexp(z))``, its logsumexp transcribed, on
+    float32 logits."""
+    z = z.astype(np.float32)
+    a_max = np.amax(z, axis=1, keepdims=True)
+    out = np.log(np.sum(np.exp(z - a_max), axis=1, keepdims=True))
+    out += a_max
+    return np.exp(z - out)
+
+
+def _recalibration_function(scores, labels, knots, argsort):
+    """recalibrate.py's ``get_recalibration_function`` (the calibration rows sorted by score
+    with ``argsort``, his ``scores.argsort()``; the float32 cumulative score; an independent
+    spline basis) and its ``interpolated_function`` with ``first_above``, clipped to [0, 1]
+    as ``do_plots``."""
     import bisect
 
-    def softmax32(z):
-        z = z.astype(np.float32)
-        a_max = np.amax(z, axis=1, keepdims=True)
-        out = np.log(np.sum(np.exp(z - a_max), axis=1, keepdims=True))
-        out += a_max
-        return np.exp(z - out)
-
-    p, q = softmax32(logits), softmax32(new_logits)
-    scores, labels = p.max(axis=1), (p.argmax(axis=1) == y).astype(float)
     order = argsort(scores)
     scores, labels, n = scores[order], labels[order], len(scores)
     gap = np.cumsum(labels) / n - np.cumsum(scores) / n  # float32 cumsum of the scores
@@ -89,7 +90,15 @@ def _recalibrate_py(logits, y, new_logits, knots, argsort):
         alpha, beta = x - xs[ind - 1], xs[ind] - x
         return float((beta * acc[ind] + alpha * acc[ind - 1]) / (alpha + beta))
 
-    return np.clip([recal(float(s)) for s in q.max(axis=1)], 0, 1)
+    return lambda new: np.clip([recal(float(s)) for s in new], 0.0, 1.0)
+
+
+def _recalibrate_py(logits, y, new_logits, knots, argsort):
+    """Gupta's recalibrate.py top-1 path written out: scipy 1.5's softmax in float32 and
+    `_recalibration_function` on the top scores."""
+    p, q = _softmax_scipy_1_5(logits), _softmax_scipy_1_5(new_logits)
+    scores, labels = p.max(axis=1), (p.argmax(axis=1) == y).astype(float)
+    return _recalibration_function(scores, labels, knots, argsort)(q.max(axis=1))
 
 
 def _numpy1_argsort(scores):

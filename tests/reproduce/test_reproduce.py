@@ -646,12 +646,9 @@ def test_witnesses_are_the_fewest_draws_that_meet_every_bound():
     assert cover_first(["3", "1", "2"], [{"9"}, {"2"}]) == ["2", "3", "1"]
 
 
-def test_verified_bounds_name_the_draws_on_each_side_of_a_held_number(monkeypatch):
-    """Gupta Table 1 prints VS 0.890 (KS x100): of draws 0.8896 (seed 15) and 0.8990 (16),
-    both lie at or above 0.890 less half a unit, only seed 15 at or below it plus half a
-    unit; a spread that misses its number gives no bounds."""
-    from calbench.reproduce.comparison import verified_bounds
-
+def _keras_twins(monkeypatch):
+    """Rules naming twins for Gupta's VS and MS-ODIR, whose Table 1 KS spreads (x100) are
+    0.8896 to 0.8990 (holding the printed 0.890) and 0.898 to 0.950 (missing 0.897)."""
     rules = [
         Rule({"method": "vs"}, "Keras training stops early.", verify="vs_proc"),
         Rule({"method": "ms_odir"}, "Keras training stops early.", verify="ms_proc"),
@@ -666,6 +663,15 @@ def test_verified_bounds_name_the_draws_on_each_side_of_a_held_number(monkeypatc
     }
     monkeypatch.setattr(report_module, "rules", lambda: rules)
     monkeypatch.setattr(report_module, "procedure_spreads", lambda *a: spreads)
+
+
+def test_verified_bounds_name_the_draws_on_each_side_of_a_held_number(monkeypatch):
+    """Gupta Table 1 prints VS 0.890 (KS x100): of draws 0.8896 (seed 15) and 0.8990 (16),
+    both lie at or above 0.890 less half a unit, only seed 15 at or below it plus half a
+    unit; a spread that misses its number gives no bounds."""
+    from calbench.reproduce.comparison import verified_bounds
+
+    _keras_twins(monkeypatch)
     table1 = [b for b in verified_bounds("gupta_ks") if b[1] == "c10_densenet40"]
     assert ("vs_proc", "c10_densenet40", {"15", "16"}, {"15"}) in table1
     assert all(method == "vs_proc" for method, *_ in table1)
@@ -758,9 +764,9 @@ def test_a_number_whose_own_cell_is_not_stored_yet_is_not_held_unless_its_spread
     monkeypatch,
 ):
     """In lanes a twin's batch can end before its preset's own sweep has stored calbench's
-        value: Gupta Table 1's MS-ODIR (0.897) is then "not run", and its twin must go on while
-        its spread (0.898 to 0.950) misses it; VS (calbench 1.000, spread 0.8896 to 0.8990
-        holding 0.890) is done. Numbers on data sets the twin did not run (c10_lenet5's, none
+    value: Gupta Table 1's MS-ODIR (0.897) is then "not run", and its twin must go on while
+    its spread (0.898 to 0.950) misses it; VS (calbench 1.000, spread 0.8896 to 0.8990
+    holding 0.890) is done. Numbers on data sets the twin did not run (c10_lenet5's, none
     stored) are not waited for."""
     from calbench.reproduce.procedures import not_yet_held
 
@@ -770,20 +776,7 @@ def test_a_number_whose_own_cell_is_not_stored_yet_is_not_held_unless_its_spread
         for m, p, s in zip(vs.metric, vs.printed, vs.scale, strict=True)
     }
     _fake_store(monkeypatch, stored | {("c10_densenet40", "vs", "ks_error"): 0.0100})
-    rules = [
-        Rule({"method": "vs"}, "Keras training stops early.", verify="vs_proc"),
-        Rule({"method": "ms_odir"}, "Keras training stops early.", verify="ms_proc"),
-    ]
-    spreads = {
-        ("c10_densenet40", "vs_proc", "ks_error"): spreads_module.Spread(
-            (0.008896, 0.00899), (15, 16), ("a", "b")
-        ),
-        ("c10_densenet40", "ms_proc", "ks_error"): spreads_module.Spread(
-            (0.00898, 0.0095), (15, 16), ("c", "d")
-        ),
-    }
-    monkeypatch.setattr(report_module, "rules", lambda: rules)
-    monkeypatch.setattr(report_module, "procedure_spreads", lambda *a: spreads)
+    _keras_twins(monkeypatch)
     methods = ["vs_proc", "ms_proc"]
     assert not_yet_held("gupta_ks", methods, "results", ["c10_densenet40"]) == ["ms_proc"]
     assert not_yet_held("gupta_ks", methods, "results") == []

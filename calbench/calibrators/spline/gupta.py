@@ -151,6 +151,20 @@ class SplineCalibrator(PseudoCountBound):
         probs = self._probabilities(logits)
         if ranks > probs.shape[1]:
             raise CalbenchError(f"spline: ranks={ranks} exceeds the {probs.shape[1]} classes.")
+        ranked, argsort = self._fit_ranks(probs, y, ranks)
+        self.within_ = None
+        if self.within_top is not None:
+            w = check_int(self.within_top, "within_top", "spline", minimum=2)
+            if w > probs.shape[1]:
+                raise CalbenchError(f"spline: within_top={w} exceeds the {probs.shape[1]} classes.")
+            summed = np.take_along_axis(probs, ranked[:, :w], axis=1).sum(axis=1)
+            hits = (ranked[:, :w] == y[:, None]).any(axis=1).astype(np.float64)
+            self.within_ = fit_gap_spline(summed, hits, n_knots, argsort, self._float32_sums)[:2]
+
+    def _fit_ranks(self, probs, y, ranks: int):
+        """The spline of each rank 1..``ranks`` (``maps_``, ``knot_values_``, ``knots_``);
+        returns the classes' ranking and the calibration scores' sort, for what follows."""
+        n_knots = int(self.n_knots)
         if len(y) < 2 * n_knots:
             raise CalbenchError(
                 f"spline needs at least {2 * n_knots} calibration samples for {n_knots} knots; "
@@ -168,14 +182,7 @@ class SplineCalibrator(PseudoCountBound):
             )
             self.maps_.append((scores, calibrated))
             self.knot_values_.append(knot_values)
-        self.within_ = None
-        if self.within_top is not None:
-            w = check_int(self.within_top, "within_top", "spline", minimum=2)
-            if w > probs.shape[1]:
-                raise CalbenchError(f"spline: within_top={w} exceeds the {probs.shape[1]} classes.")
-            summed = np.take_along_axis(probs, ranked[:, :w], axis=1).sum(axis=1)
-            hits = (ranked[:, :w] == y[:, None]).any(axis=1).astype(np.float64)
-            self.within_ = fit_gap_spline(summed, hits, n_knots, argsort, self._float32_sums)[:2]
+        return ranked, argsort
 
     def _tie_sort(self, n: int):
         """How the calibration scores are sorted (``seed``): the order of tied ones."""

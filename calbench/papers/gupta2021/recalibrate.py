@@ -19,8 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench import numpy1_order
-from calbench.calibrators.spline.gupta import SplineCalibrator, fit_gap_spline
-from calbench.errors import CalbenchError
+from calbench.calibrators.spline.gupta import SplineCalibrator
 
 
 def scipy_2020_softmax(logits) -> np.ndarray:
@@ -100,25 +99,8 @@ class RecalibratePyEveryRank(RecalibratePySpline):
         self.seed = seed
 
     def _fit(self, logits, y):
-        n_knots = int(self.n_knots)
         probs = self._probabilities(logits)
-        if len(y) < 2 * n_knots:
-            raise CalbenchError(
-                f"spline needs at least {2 * n_knots} calibration samples for {n_knots} knots; "
-                f"got {len(y)}. Use fewer knots."
-            )
-        rows = np.arange(len(y))
-        ranked = np.argsort(-probs, axis=1, kind="stable")
-        argsort = self._tie_sort(len(y))
-        self.knots_ = np.linspace(0.0, 1.0, n_knots)
-        self.maps_, self.knot_values_ = [], []
-        for r in range(probs.shape[1]):
-            hits = (ranked[:, r] == y).astype(np.float64)
-            scores, calibrated, knot_values = fit_gap_spline(
-                probs[rows, ranked[:, r]], hits, n_knots, argsort, self._float32_sums
-            )
-            self.maps_.append((scores, calibrated))
-            self.knot_values_.append(knot_values)
+        self._fit_ranks(probs, y, probs.shape[1])
         self.within_ = None
 
     def _predict_proba(self, logits):

@@ -1,24 +1,16 @@
 """Gupta et al.'s Table 5 procedure (the pack gupta2021's ``spline_gupta_every_rank_code``)
 against recalibrate.py's arithmetic written out independently."""
 
-import bisect
-
 import numpy as np
 import pytest
 
 from calbench import metrics
 from calbench.calibrators import registered_calibrator
-from tests.calibrators.test_spline import _fitted_gap_slope, _numpy1_argsort
-
-
-def _softmax_scipy_1_5(z):
-    """scipy 1.5's ``softmax``: ``exp(z - logsumexp(z))``, its logsumexp transcribed, on
-    float32 logits."""
-    z = z.astype(np.float32)
-    a_max = np.amax(z, axis=1, keepdims=True)
-    out = np.log(np.sum(np.exp(z - a_max), axis=1, keepdims=True))
-    out += a_max
-    return np.exp(z - out)
+from tests.calibrators.test_spline import (
+    _numpy1_argsort,
+    _recalibration_function,
+    _softmax_scipy_1_5,
+)
 
 
 def _get_top_results(scores, labels, nn):
@@ -31,27 +23,6 @@ def _get_top_results(scores, labels, nn):
     )
 
 
-def _recalibration_function(scores, labels, n_knots, argsort):
-    """recalibrate.py's ``get_recalibration_function`` (an independent spline basis) and its
-    ``interpolated_function`` with ``first_above``, clipped to [0, 1] as ``do_plots``."""
-    order = argsort(scores)
-    scores, labels, n = scores[order], labels[order], len(scores)
-    gap = np.cumsum(labels) / n - np.cumsum(scores) / n  # float32 cumsum of the scores
-    acc = _fitted_gap_slope(gap, np.linspace(0.0, 1.0, n_knots)) + scores
-    xs = [float(s) for s in scores]
-
-    def recal(x):
-        if x >= xs[-1]:
-            return acc[-1]
-        if x <= xs[0]:
-            return acc[0]
-        ind = bisect.bisect_left(xs, x)
-        alpha, beta = x - xs[ind - 1], xs[ind] - x
-        return float((beta * acc[ind] + alpha * acc[ind - 1]) / (alpha + beta))
-
-    return lambda new: np.clip([recal(float(s)) for s in new], 0.0, 1.0)
-
-
 def _every_rank_reference(logits, y, new_logits, n_knots, argsort):
     """Table 5's prediction as recalibrate.py's pieces give it: the spline of rank r
     (``nn = -r``) fitted and applied for every r = 1..K, each class given its rank's
@@ -61,7 +32,7 @@ def _every_rank_reference(logits, y, new_logits, n_knots, argsort):
     out = np.zeros(q.shape)
     for r in range(1, k + 1):
         scores, hits = _get_top_results(p, y, -r)
-        recal = _recalibration_function(scores, hits, n_knots, argsort)
+        recal = _recalibration_function(scores, hits, np.linspace(0.0, 1.0, n_knots), argsort)
         cls = np.array([np.argpartition(row, -r)[-r] for row in q])
         out[np.arange(len(q)), cls] = recal(q[np.arange(len(q)), cls])
     return out
