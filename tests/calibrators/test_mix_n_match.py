@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize_scalar
+from scipy.optimize import minimize, minimize_scalar
 from sklearn.isotonic import IsotonicRegression
 
 from calbench.calibrators import make_calibrator
+from calbench.calibrators.scaling.ensemble import simplex_least_squares
 from calbench.criteria import mse
 from calbench.simplex import softmax
 from tests.conftest import overconfident_logits
@@ -47,6 +48,62 @@ def test_ets_temperature_and_weights_minimise_the_mse(rng):
         if a + b <= 1 + 1e-12
     ]
     assert error(ets.weights_) <= min(error(np.array(w)) for w in grid) + 1e-12
+
+
+def _simplex_grid(step=0.01):
+    ticks = np.linspace(0, 1, round(1 / step) + 1)
+    return np.array([(a, b, 1 - a - b) for a in ticks for b in ticks if a + b <= 1 + 1e-12])
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_simplex_least_squares_is_the_minimum_on_the_simplex(case):
+    """Against SLSQP started from every vertex and a fine grid: random PSD problems whose
+    minimum lies inside, on an edge or at a vertex, and a singular one (two equal
+    components, as at t = 1)."""
+    rng = np.random.default_rng(case)
+    parts = rng.random((3, 40))
+    if case % 4 == 3:
+        parts[1] = parts[0]
+    target = parts.T @ rng.normal(size=3) * (1 + case) + rng.normal(size=40) * 0.1
+    gram, linear = parts @ parts.T / 40, parts @ target / 40
+
+    def value(w):
+        return float(w @ gram @ w - 2 * linear @ w)
+
+    w = simplex_least_squares(gram, linear)
+    assert w.min() >= 0 and w.sum() == pytest.approx(1, abs=1e-15)
+    references = [
+        minimize(
+            value,
+            start,
+            method="SLSQP",
+            bounds=[(0, 1)] * 3,
+            tol=1e-14,
+            constraints={"type": "eq", "fun": lambda v: v.sum() - 1},
+        ).x
+        for start in np.eye(3)
+    ]
+    best = min(value(np.clip(r, 0, None) / np.clip(r, 0, None).sum()) for r in references)
+    assert value(w) <= best + 1e-13
+    assert value(w) <= min(value(g) for g in _simplex_grid()) + 1e-13
+
+
+def test_ets_on_nll_weights_minimise_the_log_loss(rng):
+    """criterion nll: t by TS on the log-loss and w minimising the mixture's log-loss (Zhang
+    et al.'s ``ll_w``), not its squared error."""
+    z, y = overconfident_logits(rng, 1500, 5)
+    ets = make_calibrator("ets", criterion="nll").fit(z, y)
+    ts = make_calibrator("ts").fit(z, y)
+    assert ets.temperature_ == pytest.approx(ts.temperature_, rel=1e-6)
+    parts = np.stack([softmax(z / ets.temperature_), softmax(z), np.full(z.shape, 0.2)])
+    at_label = parts[:, np.arange(len(y)), y]
+
+    def log_loss(w):
+        return -np.log(w @ at_label).mean()
+
+    assert log_loss(ets.weights_) <= min(log_loss(g) for g in _simplex_grid()) + 1e-9
+    mse_weights = make_calibrator("ets").fit(z, y).weights_
+    assert log_loss(ets.weights_) < log_loss(mse_weights)
 
 
 def test_irm_is_one_isotonic_map_over_all_classes(rng):
