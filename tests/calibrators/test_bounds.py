@@ -27,7 +27,12 @@ UNTUNED = [*sorted(n for n, m in method_configs().items() if not m.get("tuned"))
 SMALL = {
     **{
         name: SMALL_FOREST
-        for name in ("forest_valk_code", "ts_forest_valk_code", "ts_forest_valk_stops")
+        for name in (
+            "forest_valk_code",
+            "forest_valk_depths14",
+            "ts_forest_valk_code",
+            "ts_forest_valk_stops",
+        )
     },
     **{name: SMALL_KNN for name in ("knn_kl_valk_code", "ts_knn_euc_valk_code")},
     "ts_dec_valk_code": SMALL_DEC,

@@ -215,3 +215,46 @@ def test_a_ts_stop_needs_the_temperature_and_lies_in_the_interval(params):
     logits, y = _ts_problem()
     with pytest.raises(ValueError):
         ValkRandomForest(n_trees=2, depths=(1,), n_cv_folds=2, **params).fit(logits, y)
+
+
+def test_the_depths14_twin_is_his_forest_with_the_grid_reaching_14():
+    model = make_calibrator("forest_valk_depths14")
+    assert tuple(model.depths) == tuple(range(1, 15))
+    assert (model.n_trees, model.n_cv_folds, model.seed, model.temperature) == (250, 10, 0, False)
+
+
+@pytest.mark.slow  # about a minute: 250 depth-14 trees grown and walked node by node
+def test_valks_table4_forest_is_his_code_at_depth_14(published_logits):
+    """Table 4's forest column on Kull et al.'s DenseNet-40 CIFAR-10 file (3.201 / 0.436 /
+    0.120 / 0.292 / 0.924 / 0.011) is his RandomSplitCalibrationForest at depth 14, written
+    out here as his code is written (the depth his CV picks from 1-14; his code's grid,
+    1-12, picks 10: 3.663 / 0.475 / 0.1215 / 0.2963 / 0.9246 / 0.0129). Brier, log-loss
+    and accuracy computed here as his generate_stats_df_from_results does; the ECEs with his
+    equal-size bins (calbench's equal_size, his numpy 1.19 order of ties)."""
+    from calbench.metrics import average_loss_gap, classwise_ece, confidence_ece
+    from tests.conftest import load_network
+
+    data = load_network("c10_densenet40", published_logits)
+    p_cal = _softmax(data.logits_cal.astype(np.float32))  # his load_dataset, part by part
+    p_test = _softmax(data.logits_test.astype(np.float32))
+    y_cal, y_test = np.eye(10)[data.y_cal], np.eye(10)[data.y_test]
+    probs = _valk_forest(p_cal, y_cal, 14, 250, 0, p_test, 1e-4)
+
+    brier = np.mean(np.sum((probs - y_test) ** 2, axis=1))
+    figures = {
+        "confidence_ece": 100 * confidence_ece(probs, data.y_test, 15, "equal_size"),
+        "classwise_ece": 100 * classwise_ece(probs, data.y_test, 15, "equal_size"),
+        "brier": brier,
+        "log_loss": _sklearn_log_loss(y_test, probs.copy()),
+        "accuracy": np.mean(y_test.argmax(axis=1) == probs.argmax(axis=1)),
+        "loss_gap": average_loss_gap(probs, data.y_test, n_losses=500, seed=0, draws="valk"),
+    }
+    printed = {
+        "confidence_ece": 3.201,
+        "classwise_ece": 0.436,
+        "brier": 0.120,
+        "log_loss": 0.292,
+        "accuracy": 0.924,
+        "loss_gap": 0.011,
+    }
+    assert {k: np.round(v, 3) for k, v in figures.items()} == pytest.approx(printed)
