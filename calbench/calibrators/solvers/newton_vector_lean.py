@@ -190,6 +190,9 @@ def damped_newton(
         iterations += 1
         grad, aux = gradient(w, b, state)
         if np.abs(grad).max() < tol:
+            if chord_gain and factor is not None:  # one more chord step, not evaluated:
+                step = finite_step(lu_solve(factor, grad, check_finite=False), x)
+                w, b = w - step[:k], b - step[k:]  # (it lands where Newton's would)
             break
         if not reuse:
             factor = lu_factor(hessian(w, b, state, aux), check_finite=False)
