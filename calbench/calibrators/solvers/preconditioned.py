@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calbench.calibrators.constraints import Choice
-from calbench.calibrators.solvers import device_lbfgs
+from calbench.calibrators.solvers.device_lbfgs import rounds as device_rounds
 from calbench.calibrators.solvers.lbfgs import lbfgs
 from calbench.calibrators.solvers.memory import features_with_ones
 from calbench.calibrators.solvers.newton import row_pull_terms
@@ -171,12 +171,10 @@ def fit_multinomial(
         if not as_numpy:
             ridge, center, curvature = tensor(ridge), tensor(center), tensor(curvature)
         in_weights = _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy)
-        if as_numpy:
-            minimise = _scipy_rounds(in_weights, tol, keep=precision == "float64")
-        else:
-            minimise = device_lbfgs.rounds(in_weights, tol)
+        keep = precision == "float64"  # (a float32 fit sets its base at each round's start)
+        rounds = _scipy_rounds(in_weights, tol, keep) if as_numpy else None
+        minimise = rounds or device_rounds(in_weights, tol)
         features = xt_t.numpy() if as_numpy else xt_t
-
         precondition = _preconditioning(features, curvature, blocks)
         start = np.asarray(a0, dtype=np.float64) if as_numpy else tensor(a0)
         fit = _refreshed(in_weights, minimise, start, precondition, max_iter=max_iter, tol=tol)
