@@ -258,6 +258,7 @@ class StructuredScaling(ParametricCalibrator):
             tol=self.tol,
             blocks=self.preconditioner == "blocks",
             precision=self.precision,
+            streamlined=True,
         )
         a = fit.weights
         self.coef_, self.intercept_ = a[:, :k] + np.eye(k), a[:, k].copy()

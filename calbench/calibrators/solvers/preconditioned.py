@@ -14,7 +14,7 @@ diagonal plus that rank-one direction and fits in coordinates where it is the id
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -136,15 +136,17 @@ def fit_multinomial(
     device=None,
     blocks=True,
     precision="float64",
+    streamlined=False,
 ) -> MultinomialFit:
     """Minimise ``mean -ln softmax(offset + [x | 1] A^T)[y] + sum(ridge * (A - center)^2)
     (+ the row-sum pull, `calbench.calibrators.solvers.newton.row_pull_terms`)`` over ``A`` of
-    shape (k, k + 1) by L-BFGS from ``a0``, in `RowPreconditioner`'s coordinates at
-    ``a0``, rebuilt every `REFRESH_STEPS` steps at the point reached (with ``blocks``, as
-    `BlockPreconditioner` where `block_affordable`). ``x``: float64
-    features (n, k); ``offset``: fixed logits added (SMS's ``x``). It stops where the
-    objective's largest gradient entry in the weights is at most ``tol``, or a round of
-    steps lowers it by less than ``tol * 1e-6`` relative, or at ``max_iter`` steps.
+    shape (k, k + 1) by L-BFGS from ``a0``, in `RowPreconditioner`'s coordinates at ``a0``,
+    rebuilt every `REFRESH_STEPS` steps at the point reached (with ``blocks``, as
+    `BlockPreconditioner` where `block_affordable`). ``x``: float64 features (n, k);
+    ``offset``: fixed logits added (SMS's ``x``). It stops where the objective's largest
+    gradient entry in the weights is at most ``tol``, or a round of steps lowers it by less
+    than ``tol * 1e-6`` relative, or at ``max_iter`` steps. ``streamlined`` (SMS's): one
+    round where it can be (`_scipy_rounds`' ``keep``), numpy's products (`_by_numpy`).
 
     ``device`` None: scipy's L-BFGS-B on the CPU, the objective in torch on all its
     threads, with BLAS held to one for scipy's own vector work (both libraries' thread
@@ -170,21 +172,18 @@ def fit_multinomial(
         curvature = 2 * ridge + np.where(np.arange(k + 1) < k, 2 * float(row_pull[0]), 0.0)
         if not as_numpy:
             ridge, center, curvature = tensor(ridge), tensor(center), tensor(curvature)
-        in_weights = _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy)
-        keep = precision == "float64"  # (a float32 fit sets its base at each round's start)
+        in_weights = _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy, streamlined)
+        keep = streamlined and precision == "float64"  # (float32 sets its base each round)
         rounds = _scipy_rounds(in_weights, tol, keep) if as_numpy else None
         minimise = rounds or device_rounds(in_weights, tol)
         features = xt_t.numpy() if as_numpy else xt_t
         precondition = _preconditioning(features, curvature, blocks)
         start = np.asarray(a0, dtype=np.float64) if as_numpy else tensor(a0)
         fit = _refreshed(in_weights, minimise, start, precondition, max_iter=max_iter, tol=tol)
-    if as_numpy:
-        return fit
-    weights = fit.weights.cpu().numpy()
-    return MultinomialFit(weights, fit.n_iter, fit.loss, fit.gradient_max, fit.converged)
+    return fit if as_numpy else replace(fit, weights=fit.weights.cpu().numpy())
 
 
-def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
+def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy, streamlined=False):
     """``a -> (objective, its gradient in a, the probabilities or None)`` (the probabilities
     ``for_preconditioner``): the products and the softmax in torch; ``a``, the gradient and
     the probabilities numpy arrays (``as_numpy``, CPU) or tensors on the features' device."""
@@ -193,9 +192,10 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
     n, k = xt_t.shape[0], xt_t.shape[1] - 1
     rows = torch.arange(n, device=xt_t.device)
     row_weight = float(row_pull[0])
-    logit_map = _logit_map(xt_t, offset_t, as_numpy)
+    numpy_path = as_numpy and streamlined
+    logit_map = _logit_map(xt_t, offset_t, as_numpy, numpy_path)
     # (k + 1, n) contiguous: the gradient's product as ``[x | 1]^T R``, not ``R^T [x | 1]``
-    transposed = np.ascontiguousarray(xt_t.numpy().T) if _by_numpy(xt_t, as_numpy) else None
+    transposed = np.ascontiguousarray(xt_t.numpy().T) if _by_numpy(xt_t, numpy_path) else None
 
     def in_weights(a, for_preconditioner=False):
         logits = logit_map(a, rebase=for_preconditioner)
@@ -234,18 +234,17 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
     return in_weights
 
 
-def _by_numpy(xt_t, as_numpy) -> bool:
-    """Whether a fit's two products go through numpy's BLAS (OpenBLAS): float64 on the CPU
-    below `IN_PLACE_ENTRIES` features, where on one thread its products take about two
-    thirds of torch's (5,000 x 101 x 100: 2.4 and 2.6 ms against 3.9 and 3.9, the
-    gradient's as ``[x | 1]^T R`` on a transposed copy of the features, 4 MB). Larger fits
-    keep torch's products on every thread, and their memory (no transposed copy)."""
+def _by_numpy(xt_t, numpy_path) -> bool:
+    """Whether a fit's two products go through numpy's OpenBLAS: a streamlined fit (SMS's)
+    in float64 on the CPU below `IN_PLACE_ENTRIES` features (one thread, 5,000 x 101 x 100:
+    2.4 and 2.6 ms against torch's 3.9 and 3.9, the gradient's as ``[x | 1]^T R`` on a
+    transposed copy of the features, 4 MB). Larger fits keep torch's, and their memory."""
     import torch
 
-    return as_numpy and xt_t.dtype == torch.float64 and xt_t.numel() < IN_PLACE_ENTRIES
+    return numpy_path and xt_t.dtype == torch.float64 and xt_t.numel() < IN_PLACE_ENTRIES
 
 
-def _logit_map(xt_t, offset_t, as_numpy):
+def _logit_map(xt_t, offset_t, as_numpy, numpy_path=False):
     """``(a, rebase) -> offset + [x | 1] A^T``, in float64. float64 features: one product.
     float32 features (`PRECISIONS`): the logits at a base point ``A0`` in float64 (the
     float32 features widened), set where ``rebase`` (each round's start), plus a float32
@@ -259,7 +258,7 @@ def _logit_map(xt_t, offset_t, as_numpy):
     def exact(features, at):
         return torch.mm(features, at) if offset_t is None else torch.addmm(offset_t, features, at)
 
-    if _by_numpy(xt_t, as_numpy):
+    if _by_numpy(xt_t, numpy_path):
         features, offset = xt_t.numpy(), None if offset_t is None else offset_t.numpy()
         # SMS's offset is the features themselves (packed or copied, checked once): then
         # ``x + [x | 1] A^T = [x | 1] (A + [I | 0])^T``, one pass fewer an evaluation.
