@@ -76,6 +76,35 @@ def test_newton_on_row_chunks_reaches_scipy_s_minimum(rng, monkeypatch):
     np.testing.assert_allclose(b - b.mean(), ref.x[k:] - ref.x[k:].mean(), atol=1e-6)
 
 
+def test_chord_steps_on_row_chunks_reach_newton_s_own_point(rng, monkeypatch):
+    """The lean path reuses its Hessian (chord steps) from far larger decrements than the
+    whole-array path: fewer Hessians, the same point as a fresh Hessian every step."""
+    x, y = _vector_data(rng, n=3000, k=40)
+    x *= 1.5
+    k = x.shape[1]
+    monkeypatch.setattr("calbench.calibrators.solvers.newton_vector.LEAN_ENTRIES", 1)
+    built = []
+    exact_hessian = newton_vector_lean.lean_vector_hessian
+    monkeypatch.setattr(
+        newton_vector_lean, "lean_vector_hessian", lambda *a: built.append(1) or exact_hessian(*a)
+    )
+
+    def fit():
+        built.clear()
+        out = newton_vector(x, y, np.ones(k), np.zeros(k), pen_w=1e-3, pen_b=1e-3, tol=1e-10)
+        return out, len(built)
+
+    (w, b, _, value), chord_hessians = fit()
+    lean = newton_vector_lean
+    monkeypatch.setattr(lean, "LEAN_REUSE_DECREMENT", lean.REUSE_DECREMENT)
+    monkeypatch.setattr(lean, "LEAN_CHORD_GAIN", 0.0)
+    (w0, b0, _, value0), newton_hessians = fit()
+    assert chord_hessians < newton_hessians
+    assert value == pytest.approx(value0, abs=1e-14)
+    np.testing.assert_allclose(w, w0, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(b - b.mean(), b0 - b0.mean(), rtol=0, atol=1e-9)
+
+
 def test_the_softmax_over_its_logits_gives_the_same_bits(rng):
     z = rng.normal(size=(600, 50)) * 3
     z[::7] *= 400  # labels far below exp(-700) of their row's largest: the kept rows

@@ -350,3 +350,49 @@ def test_a_penalised_intercept_has_a_minimum_without_its_label():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         make_calibrator("dir_odir", reg_lambda=0.1, reg_mu=0.1).fit(z, y)
+
+
+def test_sms_fits_in_one_round_to_the_minimum_of_a_tight_reference(monkeypatch):
+    """SMS at 60 classes (float32 probabilities, as netcal's): the round goes on until both
+    the preconditioned coordinates' test and the weights' own are met, so one
+    preconditioner is built and no point is evaluated twice, and the map is the
+    minimum of the written-out objective that scipy reaches at a gradient of 1e-13."""
+    from scipy.optimize import minimize
+
+    from calbench.calibrators.solvers import preconditioned, preconditioners
+
+    built, points = [], []
+    plain = preconditioners.RowPreconditioner.__init__
+    monkeypatch.setattr(
+        preconditioners.RowPreconditioner,
+        "__init__",
+        lambda self, *args: built.append(1) or plain(self, *args),
+    )
+    make_objective = preconditioned._objective
+
+    def recording(*args):
+        in_weights = make_objective(*args)
+        return lambda a, **kw: points.append(a.copy()) or in_weights(a, **kw)
+
+    monkeypatch.setattr(preconditioned, "_objective", recording)
+    x, y = _probability_data(np.random.default_rng(3), n=2000, k=60)
+    model = make_calibrator("sms").fit(x, y)
+    assert built == [1] and model.gradient_max_ <= model.tol
+    assert all(not np.array_equal(p, q) for i, p in enumerate(points) for q in points[:i])
+    k, features = x.shape[1], model._fitting_features(x)
+    ridge = model._penalty_matrix(k)
+    ones = np.hstack([features, np.ones((len(y), 1))])
+
+    def objective(theta):
+        a = theta.reshape(k, k + 1)
+        logits = features + ones @ a.T
+        residual = softmax(logits) - np.eye(k)[y]
+        value = -log_softmax(logits)[np.arange(len(y)), y].mean() + (ridge * a**2).sum()
+        return value, (residual.T @ ones / len(y) + 2 * ridge * a).ravel()
+
+    start = np.hstack([model.coef_ - np.eye(k), model.intercept_[:, None]]).ravel()
+    tight = {"gtol": 1e-13, "ftol": 0}
+    ref = minimize(objective, start, jac=True, method="L-BFGS-B", options=tight)
+    a = ref.x.reshape(k, k + 1)
+    np.testing.assert_allclose(model.coef_, a[:, :k] + np.eye(k), rtol=0, atol=2e-8)
+    np.testing.assert_allclose(model.intercept_, a[:, k], rtol=0, atol=2e-8)

@@ -53,7 +53,7 @@ from calbench.calibrators.solvers.multinomial_lean import (
     fit_multinomial_lean,
 )
 from calbench.calibrators.solvers.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_steps
-from calbench.calibrators.solvers.newton_vector import newton_vector
+from calbench.calibrators.solvers.newton_vector import log_probability_start, newton_vector
 from calbench.calibrators.solvers.newton_vector_lean import LEAN_ENTRIES
 from calbench.calibrators.solvers.preconditioned import (
     PRECISIONS,
@@ -194,9 +194,22 @@ class StructuredScaling(ParametricCalibrator):
             return
         if not self._matrix() and VectorScaling._fits_by_newton(self, k):
             x, lam = self._fitting_features(logits), self.penalties_
-            VectorScaling._fit_vector_by_newton(self, x, y, lam["diagonal"], lam["intercept"])
+            start = self._identity_start(x, y)
+            args = (lam["diagonal"], lam["intercept"], start)
+            VectorScaling._fit_vector_by_newton(self, x, y, *args)
             return
         super()._fit(logits, y)
+
+    @staticmethod
+    def _identity_start(x, y):
+        """`newton_vector`'s objective and probabilities at the identity from ``exp(x)``
+        (`log_probability_start`), beyond `NEWTON_MAX_CLASSES` classes on the whole-array
+        path: one evaluation fewer (SVS at CIFAR-100: 2 ms of 40). At 10 classes the
+        evaluation is kept, bit for bit."""
+        k = x.shape[1]
+        if k <= NEWTON_MAX_CLASSES or x.size >= LEAN_ENTRIES:
+            return None
+        return log_probability_start(x, y)
 
     def _penalty_matrix(self, k):
         """The ridge weights of ``[W - I | b]``'s entries."""
@@ -230,6 +243,7 @@ class StructuredScaling(ParametricCalibrator):
                 pen_w=lam["diagonal"],
                 pen_b=lam["intercept"],
                 tol=WARM_START_TOL,
+                start=self._identity_start(start, y),
             )
         a0 = np.zeros((k, k + 1))
         a0[np.arange(k), np.arange(k)] = w - 1.0
@@ -244,6 +258,7 @@ class StructuredScaling(ParametricCalibrator):
             tol=self.tol,
             blocks=self.preconditioner == "blocks",
             precision=self.precision,
+            streamlined=True,
         )
         a = fit.weights
         self.coef_, self.intercept_ = a[:, :k] + np.eye(k), a[:, k].copy()

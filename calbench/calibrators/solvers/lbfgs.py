@@ -45,8 +45,10 @@ LBFGS_CORRECTIONS = 20
 LBFGS_COPIES = 2 * LBFGS_CORRECTIONS + 5
 
 
-def lbfgs(objective, theta0, *, max_iter, tol, ftol):
+def lbfgs(objective, theta0, *, max_iter, tol, ftol, callback=None):
     """scipy's L-BFGS-B on ``objective(theta) -> (value, gradient)``, as every map here runs
-    it: `LBFGS_CORRECTIONS` kept, stopping at gradient ``tol`` or relative decrease ``ftol``."""
+    it: `LBFGS_CORRECTIONS` kept, stopping at gradient ``tol`` or relative decrease ``ftol``
+    (or where ``callback``, called with each step's result, raises StopIteration)."""
     options = {"maxiter": max_iter, "maxcor": LBFGS_CORRECTIONS, "gtol": tol, "ftol": ftol}
-    return minimize(objective, theta0, jac=True, method="L-BFGS-B", options=options)
+    method = "L-BFGS-B"
+    return minimize(objective, theta0, jac=True, method=method, options=options, callback=callback)

@@ -14,12 +14,12 @@ diagonal plus that rank-one direction and fits in coordinates where it is the id
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from calbench.calibrators.constraints import Choice
-from calbench.calibrators.solvers import device_lbfgs
+from calbench.calibrators.solvers.device_lbfgs import rounds as device_rounds
 from calbench.calibrators.solvers.lbfgs import lbfgs
 from calbench.calibrators.solvers.memory import features_with_ones
 from calbench.calibrators.solvers.newton import row_pull_terms
@@ -136,15 +136,17 @@ def fit_multinomial(
     device=None,
     blocks=True,
     precision="float64",
+    streamlined=False,
 ) -> MultinomialFit:
     """Minimise ``mean -ln softmax(offset + [x | 1] A^T)[y] + sum(ridge * (A - center)^2)
     (+ the row-sum pull, `calbench.calibrators.solvers.newton.row_pull_terms`)`` over ``A`` of
-    shape (k, k + 1) by L-BFGS from ``a0``, in `RowPreconditioner`'s coordinates at
-    ``a0``, rebuilt every `REFRESH_STEPS` steps at the point reached (with ``blocks``, as
-    `BlockPreconditioner` where `block_affordable`). ``x``: float64
-    features (n, k); ``offset``: fixed logits added (SMS's ``x``). It stops where the
-    objective's largest gradient entry in the weights is at most ``tol``, or a round of
-    steps lowers it by less than ``tol * 1e-6`` relative, or at ``max_iter`` steps.
+    shape (k, k + 1) by L-BFGS from ``a0``, in `RowPreconditioner`'s coordinates at ``a0``,
+    rebuilt every `REFRESH_STEPS` steps at the point reached (with ``blocks``, as
+    `BlockPreconditioner` where `block_affordable`). ``x``: float64 features (n, k);
+    ``offset``: fixed logits added (SMS's ``x``). It stops where the objective's largest
+    gradient entry in the weights is at most ``tol``, or a round of steps lowers it by less
+    than ``tol * 1e-6`` relative, or at ``max_iter`` steps. ``streamlined`` (SMS's): one
+    round where it can be (`_scipy_rounds`' ``keep``), numpy's products (`_by_numpy`).
 
     ``device`` None: scipy's L-BFGS-B on the CPU, the objective in torch on all its
     threads, with BLAS held to one for scipy's own vector work (both libraries' thread
@@ -170,20 +172,18 @@ def fit_multinomial(
         curvature = 2 * ridge + np.where(np.arange(k + 1) < k, 2 * float(row_pull[0]), 0.0)
         if not as_numpy:
             ridge, center, curvature = tensor(ridge), tensor(center), tensor(curvature)
-        in_weights = _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy)
-        minimise = _scipy_rounds(in_weights, tol) if as_numpy else _device_rounds(in_weights, tol)
+        in_weights = _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy, streamlined)
+        keep = streamlined and precision == "float64"  # (float32 sets its base each round)
+        rounds = _scipy_rounds(in_weights, tol, keep) if as_numpy else None
+        minimise = rounds or device_rounds(in_weights, tol)
         features = xt_t.numpy() if as_numpy else xt_t
-
         precondition = _preconditioning(features, curvature, blocks)
         start = np.asarray(a0, dtype=np.float64) if as_numpy else tensor(a0)
         fit = _refreshed(in_weights, minimise, start, precondition, max_iter=max_iter, tol=tol)
-    if as_numpy:
-        return fit
-    weights = fit.weights.cpu().numpy()
-    return MultinomialFit(weights, fit.n_iter, fit.loss, fit.gradient_max, fit.converged)
+    return fit if as_numpy else replace(fit, weights=fit.weights.cpu().numpy())
 
 
-def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
+def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy, streamlined=False):
     """``a -> (objective, its gradient in a, the probabilities or None)`` (the probabilities
     ``for_preconditioner``): the products and the softmax in torch; ``a``, the gradient and
     the probabilities numpy arrays (``as_numpy``, CPU) or tensors on the features' device."""
@@ -192,7 +192,10 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
     n, k = xt_t.shape[0], xt_t.shape[1] - 1
     rows = torch.arange(n, device=xt_t.device)
     row_weight = float(row_pull[0])
-    logit_map = _logit_map(xt_t, offset_t, as_numpy)
+    numpy_path = as_numpy and streamlined
+    logit_map = _logit_map(xt_t, offset_t, as_numpy, numpy_path)
+    # (k + 1, n) contiguous: the gradient's product as ``[x | 1]^T R``, not ``R^T [x | 1]``
+    transposed = np.ascontiguousarray(xt_t.numpy().T) if _by_numpy(xt_t, numpy_path) else None
 
     def in_weights(a, for_preconditioner=False):
         logits = logit_map(a, rebase=for_preconditioner)
@@ -214,8 +217,12 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
             residual[rows, y_t] = (probs[rows, y_t] - 1.0).to(residual.dtype)
         del probs  # (float32's float64 probabilities free before the product)
         gap = a - center
-        product = (residual.T @ xt_t).double()
-        grad = (product.numpy() if as_numpy else product) / n + 2 * ridge * gap
+        if transposed is not None:
+            grad = np.ascontiguousarray((transposed @ residual.numpy()).T) / n
+        else:
+            product = (residual.T @ xt_t).double()
+            grad = (product.numpy() if as_numpy else product) / n
+        grad += 2 * ridge * gap
         penalty = (ridge * gap**2).sum()
         value = value + (float(penalty) if as_numpy else penalty)
         if row_weight:
@@ -227,7 +234,17 @@ def _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy):
     return in_weights
 
 
-def _logit_map(xt_t, offset_t, as_numpy):
+def _by_numpy(xt_t, numpy_path) -> bool:
+    """Whether a fit's two products go through numpy's OpenBLAS: a streamlined fit (SMS's)
+    in float64 on the CPU below `IN_PLACE_ENTRIES` features (one thread, 5,000 x 101 x 100:
+    2.4 and 2.6 ms against torch's 3.9 and 3.9, the gradient's as ``[x | 1]^T R`` on a
+    transposed copy of the features, 4 MB). Larger fits keep torch's, and their memory."""
+    import torch
+
+    return numpy_path and xt_t.dtype == torch.float64 and xt_t.numel() < IN_PLACE_ENTRIES
+
+
+def _logit_map(xt_t, offset_t, as_numpy, numpy_path=False):
     """``(a, rebase) -> offset + [x | 1] A^T``, in float64. float64 features: one product.
     float32 features (`PRECISIONS`): the logits at a base point ``A0`` in float64 (the
     float32 features widened), set where ``rebase`` (each round's start), plus a float32
@@ -241,6 +258,24 @@ def _logit_map(xt_t, offset_t, as_numpy):
     def exact(features, at):
         return torch.mm(features, at) if offset_t is None else torch.addmm(offset_t, features, at)
 
+    if _by_numpy(xt_t, numpy_path):
+        features, offset = xt_t.numpy(), None if offset_t is None else offset_t.numpy()
+        # SMS's offset is the features themselves (packed or copied, checked once): then
+        # ``x + [x | 1] A^T = [x | 1] (A + [I | 0])^T``, one pass fewer an evaluation.
+        k, view = features.shape[1] - 1, features[:, :-1]
+        own = offset is not None and offset.shape == view.shape and np.array_equal(offset, view)
+
+        def by_numpy(a, rebase=False):
+            if own:
+                shifted = a.copy()
+                shifted[np.arange(k), np.arange(k)] += 1.0
+                return torch.from_numpy(features @ shifted.T)
+            logits = features @ a.T
+            if offset is not None:
+                logits += offset
+            return torch.from_numpy(logits)
+
+        return by_numpy
     if xt_t.dtype == torch.float64:
         return lambda a, rebase=False: exact(xt_t, (torch.from_numpy(a) if as_numpy else a).T)
     base = {}
@@ -271,14 +306,21 @@ def _logit_map(xt_t, offset_t, as_numpy):
     return logits
 
 
-def _scipy_rounds(in_weights, tol):
+def _scipy_rounds(in_weights, tol, keep=False):
     """One round of scipy's L-BFGS-B in ``coordinates`` from ``a`` (where the objective is
     ``value``, its gradient ``grad``), at most ``budget`` steps: ``(weights reached, steps,
-    whether it stopped at the budget, (objective, gradient) there or None)``."""
+    whether it stopped at the budget, (objective, gradient) there or None)``. ``keep``
+    (`fit_multinomial` in float64 on the CPU): the round's first step scaled and its stop
+    the weights' test too, and a round short of its budget followed in the same
+    coordinates; else each as scipy's own (`fit_vector`, float32 products)."""
 
     def minimise(coordinates, a, value, grad, budget):
         shape = a.shape
-        theta0 = coordinates.theta(a).ravel()
+        # scipy's first step has unit length; in theta over the gradient's norm it is the
+        # step -grad that these coordinates (their Hessian near the identity) ask for, not
+        # an overshoot searched back (SMS at 100 classes: one evaluation fewer a round).
+        scale = (float(np.linalg.norm(coordinates.gradient(grad))) or 1.0) if keep else 1.0
+        theta0 = coordinates.theta(a).ravel() / scale
         # scipy's first call is at theta0, the round's start, which the caller evaluated
         # (at ``a``, theta0 mapped back within rounding), its last at the point returned:
         # neither is evaluated twice (at 2,000 classes a one-round SMS fit: 7, not 9).
@@ -286,52 +328,35 @@ def _scipy_rounds(in_weights, tol):
 
         def objective(theta):
             if not np.array_equal(theta, last["theta"]):
-                weights = coordinates.weights(theta.reshape(shape))
+                weights = coordinates.weights((theta * scale).reshape(shape))
                 value, grad, _ = in_weights(weights)
                 last.update(theta=theta.copy(), weights=weights, value=value, grad=grad)
-            return last["value"], coordinates.gradient(last["grad"]).ravel()
+            return last["value"], coordinates.gradient(last["grad"]).ravel() * scale
 
         gtol = tol * coordinates.gradient_share
-        result = lbfgs(objective, theta0, max_iter=budget, tol=gtol, ftol=tol * 1e-6)
-        steps, at_budget = int(result.nit), result.status == 1
+
+        def met(intermediate_result):  # both tests at each step's point
+            if np.array_equal(intermediate_result.x, last["theta"]):
+                if abs(last["grad"]).max() <= tol:
+                    if abs(coordinates.gradient(last["grad"])).max() <= gtol:
+                        last["met"] = True
+                        raise StopIteration
+
+        # The test in these coordinates and the weights' own, together: a round that met
+        # the first alone started another, its preconditioner built again at a point
+        # evaluated again and L-BFGS's pairs lost (SMS at 100 classes: 24 evaluations in
+        # three rounds, 19 in one).
+        tests = {"tol": 0.0, "callback": met} if keep else {"tol": gtol}
+        result = lbfgs(objective, theta0, max_iter=budget, ftol=tol * 1e-6, **tests)
+        steps, at_budget = int(result.nit), result.status == 1 and "met" not in last
         if np.array_equal(result.x, last["theta"]):
             return last["weights"], steps, at_budget, (last["value"], last["grad"])
-        return coordinates.weights(result.x.reshape(shape)), steps, at_budget, None
+        return coordinates.weights((result.x * scale).reshape(shape)), steps, at_budget, None
 
-    return minimise
-
-
-#: The device fit's gradient test within a round, as a share of ``tol``: torch's L-BFGS
-#: rules stop at the first such point, where scipy's went on further; at ``tol`` itself a
-#: weakly penalised 5000 x 100 fit (lambda = mu = 1) stopped 5e-6 above scipy's objective,
-#: at a tenth 5e-9 above a 1e-9 reference, as scipy's own.
-DEVICE_ROUND_TOL = 0.1
-
-
-def _device_rounds(in_weights, tol):
-    """`_scipy_rounds` with L-BFGS on the tensors' device (`device_lbfgs`, torch's rules):
-    the same 20 corrections, a strong Wolfe line search as scipy's, scipy's relative
-    decrease ``tol * 1e-6`` made absolute at the round's start, the gradient test
-    `DEVICE_ROUND_TOL` tighter."""
-
-    def minimise(coordinates, a, value, grad, budget):  # noqa: ARG001 (evaluates its start)
-        shape = a.shape
-
-        def evaluate(theta):
-            value, grad, _ = in_weights(coordinates.weights(theta.view(shape)))
-            return value, coordinates.gradient(grad).reshape(-1)
-
-        result = device_lbfgs.minimise(
-            evaluate,
-            coordinates.theta(a).reshape(-1),
-            max_iter=budget,
-            max_eval=budget * 5 // 4 + 1,
-            tolerance_grad=tol * DEVICE_ROUND_TOL * coordinates.gradient_share,
-            tolerance_change=tol * 1e-6 * max(abs(value), 1.0),
-        )
-        weights = coordinates.weights(result.x.view(shape))
-        return weights, result.n_iter, result.n_iter >= budget, None
-
+    # A round that stops short of its budget (on scipy's relative decrease, with the
+    # weights' gradient above tol) is followed by one in the same coordinates where
+    # ``keep`` (float64: no base to set again), not rebuilt at a point evaluated again.
+    minimise.keeps_coordinates = keep
     return minimise
 
 
@@ -363,8 +388,9 @@ def _refreshed(in_weights, minimise, a, precondition, *, max_iter, tol) -> Multi
         # on the gradient in its own coordinates, which the preconditioner scales: a stop
         # whose gradient in the weights is still above ``tol`` goes on from there, as
         # long as it lowers the objective.
-        if state is None:  # what an evaluation keeps, for the coordinates (float32: a base)
-            value, grad, state = in_weights(a, for_preconditioner=True)
-            value = float(value)
-        coordinates, state = precondition(state, hard, True), None
+        if at_budget or not getattr(minimise, "keeps_coordinates", False):
+            if state is None:  # what an evaluation keeps, for the coordinates (float32: a base)
+                value, grad, state = in_weights(a, for_preconditioner=True)
+                value = float(value)
+            coordinates, state = precondition(state, hard, True), None
     return MultinomialFit(a, steps, value, largest, steps < max_iter)
