@@ -173,7 +173,7 @@ def inner_search(device, zc, yc, optimiser="calbench", profile=False) -> None:
     from calbench.calibrators.solvers import preconditioned
 
     fits = []
-    plain, rounds = MatrixScaling._fit, preconditioned._device_rounds
+    plain, rounds = MatrixScaling._fit, preconditioned.device_rounds
 
     def traced(model, logits, y):
         start = time.perf_counter()
@@ -182,7 +182,7 @@ def inner_search(device, zc, yc, optimiser="calbench", profile=False) -> None:
 
     MatrixScaling._fit = traced
     if optimiser == "torch":
-        preconditioned._device_rounds = _torch_lbfgs_rounds
+        preconditioned.device_rounds = _torch_lbfgs_rounds
     profiler = cProfile.Profile() if profile else None
     try:
         with warnings.catch_warnings():
@@ -191,7 +191,7 @@ def inner_search(device, zc, yc, optimiser="calbench", profile=False) -> None:
                 profiler.enable()
             _, seconds = timed_fit_model(_Search(device), zc, yc, device)
     finally:
-        MatrixScaling._fit, preconditioned._device_rounds = plain, rounds
+        MatrixScaling._fit, preconditioned.device_rounds = plain, rounds
         if profiler:
             profiler.disable()
             pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
@@ -215,9 +215,9 @@ def _torch_lbfgs_rounds(in_weights, tol):
     own L-BFGS, with the same rules (it reads the device about 48 times a step)."""
     import torch
 
-    from calbench.calibrators.solvers.preconditioned import DEVICE_ROUND_TOL
+    from calbench.calibrators.solvers.device_lbfgs import DEVICE_ROUND_TOL
 
-    def minimise(coordinates, a, value, budget):
+    def minimise(coordinates, a, value, grad, budget):  # noqa: ARG001 (evaluates its start)
         shape = a.shape
         theta = coordinates.theta(a).reshape(-1).clone()
         optimiser = torch.optim.LBFGS(
@@ -238,7 +238,7 @@ def _torch_lbfgs_rounds(in_weights, tol):
 
         optimiser.step(closure)
         steps = int(optimiser.state[theta].get("n_iter", 0))
-        return coordinates.weights(theta.view(shape)), steps, steps >= budget
+        return coordinates.weights(theta.view(shape)), steps, steps >= budget, None
 
     return minimise
 

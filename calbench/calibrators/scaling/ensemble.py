@@ -2,9 +2,9 @@
 
 - ``ets``: ensemble temperature scaling,
   :math:`w_1\\,\\sigma(z/t) + w_2\\,\\sigma(z) + w_3\\,\\frac1k`, with t fitted by temperature
-  scaling on the mean squared error and w on the simplex minimising the same error
-  (Zhang et al.'s ``ets_calibrate``; the error is quadratic in w, so w is its exact
-  minimum, where their code runs SLSQP).
+  scaling and w on the simplex, both on the mean squared error (Zhang et al.'s
+  ``ets_calibrate``; the error is quadratic in w, so w is its exact minimum, where their
+  code runs SLSQP) or, with ``criterion: nll``, both on the log-loss (their ``ll_w``).
 - ``irm``: multi-class isotonic regression, one increasing map fitted to every (p_ij, 1[y_i = j])
   pair at once; ``irova`` (the ``isotonic`` calibrator with ``tie_break``) is one map per class.
   Both add 1e-9 p before the output so that equal isotonic values keep the original order

@@ -26,6 +26,7 @@ from calbench.calibrators.solvers.newton_vector import (
     vector_label_sums,
     vector_log_loss,
 )
+from calbench.calibrators.solvers.newton_vector_lean import LEAN_ENTRIES
 from calbench.calibrators.solvers.vector_lbfgs import fit_vector
 from calbench.criteria import EXP_FLOOR
 from calbench.simplex import TORCH_MIN_ENTRIES
@@ -198,10 +199,10 @@ class VectorScaling(TemperatureScaling):
         where the fit starts at the identity."""
         k = x.shape[1]
         w, b = np.ones(k), np.zeros(k)
-        if self.warm_start and getattr(self, "n_iter_", None) is not None:
-            if np.shape(self.coef_) == (k,):
-                w, b, start = np.asarray(self.coef_), np.asarray(self.intercept_), None
-        elif not np.any(pen_w) and k > NEWTON_MAX_CLASSES:  # VS itself, on logits
+        previous = getattr(self, "n_iter_", None) is not None and np.shape(self.coef_) == (k,)
+        if self.warm_start and previous:
+            w, b, start = np.asarray(self.coef_), np.asarray(self.intercept_), None
+        elif not np.any(pen_w) and k > NEWTON_MAX_CLASSES:  # scales unpenalised (VS, vs_logp)
             w, start = np.full(k, scale_start(x, y)), None
         self.coef_, self.intercept_, self.n_iter_, self.loss_ = newton_vector(
             x,
@@ -240,19 +241,27 @@ def scale_start(x, y, steps=3) -> float:
     netcal's DenseNet-BC-100 CIFAR-100 took 10 steps (8 Hessians); from here 8 (7), the
     same minimum to its tolerance (the map within 1.2e-9). A start only: no stopping
     test beyond ``steps`` (a fitted temperature would cost twice as much)."""
-    n = len(y)
+    n, k = x.shape
     label_mean = float(x[np.arange(n), y].mean())
     top, beta = x.max(axis=1), 1.0
-    z = np.empty_like(x)
+    # Row chunks past LEAN_ENTRIES, as the fit then runs (no (n, k) array beside x); the
+    # per-row sums are kept whole, so their means round as one array's.
+    rows = n if x.size < LEAN_ENTRIES else max(1, LEAN_ENTRIES // k)
+    z = np.empty((min(rows, n), k))
+    first, second = np.empty(n), np.empty(n)
     for _ in range(steps):
-        np.multiply(x, beta, out=z)
-        z -= (top * beta)[:, None]
-        np.maximum(z, EXP_FLOOR, out=z)
-        np.exp(z, out=z)
-        z /= z.sum(axis=1)[:, None]
-        first = np.einsum("ij,ij->i", z, x)
-        z *= x
-        second = np.einsum("ij,ij->i", z, x) - first**2
+        for start in range(0, n, rows):
+            part, shift = x[start : start + rows], top[start : start + rows] * beta
+            zz = z[: len(part)]
+            np.multiply(part, beta, out=zz)
+            zz -= shift[:, None]
+            np.maximum(zz, EXP_FLOOR, out=zz)
+            np.exp(zz, out=zz)
+            zz /= zz.sum(axis=1)[:, None]
+            first[start : start + rows] = np.einsum("ij,ij->i", zz, part)
+            zz *= part
+            second[start : start + rows] = np.einsum("ij,ij->i", zz, part)
+        second -= first**2
         slope, curvature = float(first.mean()) - label_mean, float(second.mean())
         if not curvature > 0:
             break

@@ -79,13 +79,13 @@ def newton_vector(
         return _newton_vector(x, y, w, b, *args)
 
 
-def log_probability_start(x, y, pen_w=0.0, center_w=1.0):
+def log_probability_start(x, y):
     """``start`` for `newton_vector` at ``w = 1, b = 0`` where the features ``x`` are
     log-probabilities (rows of ``exp(x)`` summing to 1, SVS's and SMS's mixed ones): the
     softmax there is ``exp(x)`` and the log-loss the labels' mean ``-x``, one exponential
-    pass instead of an evaluation (the same numbers to rounding)."""
-    penalty = float(np.sum(pen_w * (1.0 - center_w) ** 2))
-    return -float(x[np.arange(len(y)), y].mean()) + penalty, np.exp(x)
+    pass instead of an evaluation (the same numbers to rounding). No penalty term: the
+    scales' penalty is centred at 1 and the intercepts' at 0, both zero there."""
+    return -float(x[np.arange(len(y)), y].mean()), np.exp(x)
 
 
 def _vector_hessian(qp, p, x, x_squared, sum_q, sum_p, pen_w, pen_b):

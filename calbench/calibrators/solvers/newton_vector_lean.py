@@ -37,8 +37,9 @@ HESSIAN_CHUNK_ENTRIES = 2**21
 #: which the Hessian of the previous step is kept (a chord step: the iterate has moved by
 #: about its square root, so the Hessian by as little) ...
 REUSE_DECREMENT = 1e-6
-#: ... and below which the step is taken without evaluating where it lands: the quadratic
-#: model is then exact to rounding (after it the distance is of the order of its square).
+#: ... and below which Newton's step (on a fresh Hessian) is taken without evaluating
+#: where it lands: the quadratic model is then exact to rounding (after it the distance is
+#: of the order of its square). A chord step's landing is evaluated.
 FINAL_DECREMENT = 1e-12
 
 
@@ -190,9 +191,12 @@ def damped_newton(
         iterations += 1
         grad, aux = gradient(w, b, state)
         if np.abs(grad).max() < tol:
-            if chord_gain and factor is not None:  # one more chord step, not evaluated:
+            if chord_gain and factor is not None:  # one more chord step (it lands where
                 step = finite_step(lu_solve(factor, grad, check_finite=False), x)
-                w, b = w - step[:k], b - step[k:]  # (it lands where Newton's would)
+                new_w, new_b = w - step[:k], b - step[k:]  # Newton's would), kept only
+                new_value, _ = trial(new_w, new_b)  # where it did not go up, so that the
+                if new_value <= value:  # value returned is the point's
+                    w, b, value = new_w, new_b, new_value
             break
         if not reuse:
             factor = lu_factor(hessian(w, b, state, aux), check_finite=False)
@@ -213,11 +217,14 @@ def damped_newton(
             return new_value, (new_w, new_b, new_state)
 
         accepted = armijo(at, value, decrement)
+        if accepted is None and reuse:  # a kept Hessian's step may fail where a fresh one
+            reuse = False  # would not: build it and try again
+            continue
         if accepted is None:
             stalled(on_unconverged, grad, value)
             break
         new_value, (w, b, state), converged = accepted
-        fast = not reuse or decrement * chord_gain < last  # (a chord step: its rate)
+        fast = not (reuse and chord_gain) or decrement * chord_gain < last  # a chord's rate
         reuse = decrement < reuse_decrement and value - new_value >= 0.25 * decrement and fast
         last = decrement
         value = new_value
