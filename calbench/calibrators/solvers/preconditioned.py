@@ -149,13 +149,13 @@ def fit_multinomial(
     than ``tol * 1e-6`` relative, or at ``max_iter`` steps. ``streamlined`` (SMS's): one
     round where it can be (`_scipy_rounds`' ``keep``), numpy's products (`_by_numpy`).
 
-    ``device`` None: scipy's L-BFGS-B on the CPU, the objective in torch on all its
-    threads, with BLAS held to one for scipy's own vector work (both libraries' thread
-    pools on the same cores spin against each other); ``streamlined`` below 5e6 features,
-    the two products in numpy's BLAS on that one thread (2026-11-29, measured on one
-    thread only: 2.4 to 3.1 ms a product at 5000 x 100, torch's about 3.5). A torch
-    device: everything stays there, torch's L-BFGS (strong Wolfe line search, 20
-    corrections, the same stopping rules) included, so that a step moves no parameters between devices: at ImageNet shape
+    ``device`` None: scipy's L-BFGS-B on the CPU, the objective in torch on all its threads,
+    with BLAS held to one for scipy's own vector work (both libraries' thread pools on the
+    same cores spin against each other); ``streamlined`` below 5e6 features, the two
+    products in numpy's BLAS on that one thread (2026-11-29, measured on one thread only:
+    2.4 to 3.1 ms a product at 5000 x 100, torch's about 3.5). A torch device: everything
+    stays there, torch's L-BFGS (strong Wolfe line search, 20 corrections, the same stopping
+    rules) included, so that a step moves no parameters between devices: at ImageNet shape
     scipy's own work on 1,001,000 parameters cost more than the GPU's products. Its default
     products are float64 too: on an H100 a 20,000 x 1,001 x 1,000 product took 0.96 ms in
     float64, 0.89 ms in float32, whose rounding left the ImageNet-shaped grid's fits short
