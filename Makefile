@@ -120,7 +120,7 @@ bench:
 	$(PYTHON) benchmarks/bench_neighbourhood.py --out $(RESULTS)/bench
 	$(PYTHON) benchmarks/bench_hoki.py --out $(RESULTS)/bench
 	$(PYTHON) -m benchmarks.bench_calarena --out $(RESULTS)/bench
-	$(PYTHON) -m benchmarks.bench_calarena --methods ts vs_logp svs sms sms:float32 sms:tol1e-5 \
+	$(PYTHON) -m benchmarks.bench_calarena --methods ts vs_logp svs sms ets sms:float32 sms:tol1e-5 \
 	    sms:float32:tol1e-5 --repeats 5 \
 	    --pickle $(DATA)/logits/probs_densenet40_c10_logits.p \
 	    --npz $(DATA)/more_networks/netcal/densenet-bc-100-cifar-100.npz \
