@@ -53,7 +53,7 @@ from calbench.calibrators.solvers.multinomial_lean import (
     fit_multinomial_lean,
 )
 from calbench.calibrators.solvers.newton import NEWTON_MAX_CLASSES, newton_multinomial, newton_steps
-from calbench.calibrators.solvers.newton_vector import log_probability_start, newton_vector
+from calbench.calibrators.solvers.newton_vector import newton_vector
 from calbench.calibrators.solvers.newton_vector_lean import LEAN_ENTRIES
 from calbench.calibrators.solvers.preconditioned import (
     PRECISIONS,
@@ -194,22 +194,10 @@ class StructuredScaling(ParametricCalibrator):
             return
         if not self._matrix() and VectorScaling._fits_by_newton(self, k):
             x, lam = self._fitting_features(logits), self.penalties_
-            start = self._identity_start(x, y)
-            args = (lam["diagonal"], lam["intercept"], start)
+            args = (lam["diagonal"], lam["intercept"], True)  # its features: log-probabilities
             VectorScaling._fit_vector_by_newton(self, x, y, *args)
             return
         super()._fit(logits, y)
-
-    @staticmethod
-    def _identity_start(x, y):
-        """`newton_vector`'s objective and probabilities at the identity from ``exp(x)``
-        (`log_probability_start`), beyond `NEWTON_MAX_CLASSES` classes on the whole-array
-        path: one evaluation fewer (SVS at CIFAR-100: 2 ms of 40). At 10 classes the
-        evaluation is kept, bit for bit."""
-        k = x.shape[1]
-        if k <= NEWTON_MAX_CLASSES or x.size >= LEAN_ENTRIES:
-            return None
-        return log_probability_start(x, y)
 
     def _penalty_matrix(self, k):
         """The ridge weights of ``[W - I | b]``'s entries."""
@@ -243,7 +231,7 @@ class StructuredScaling(ParametricCalibrator):
                 pen_w=lam["diagonal"],
                 pen_b=lam["intercept"],
                 tol=WARM_START_TOL,
-                start=self._identity_start(start, y),
+                log_probabilities=True,
             )
         a0 = np.zeros((k, k + 1))
         a0[np.arange(k), np.arange(k)] = w - 1.0

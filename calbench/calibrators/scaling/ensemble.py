@@ -99,8 +99,8 @@ def simplex_least_squares(gram, linear) -> np.ndarray:
         w = np.zeros(m)
         w[face] = np.clip(solution, 0.0, None)
         w /= w.sum()
-        if value(w) < best_value:
-            best, best_value = w, value(w)
+        if (at_w := value(w)) < best_value:
+            best, best_value = w, at_w
     return best
 
 

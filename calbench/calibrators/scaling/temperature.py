@@ -193,17 +193,18 @@ class VectorScaling(TemperatureScaling):
         handful of steps; other criteria, accelerators and more classes take L-BFGS."""
         return self._cpu_log_loss() and n_classes <= NEWTON_VECTOR_MAX_CLASSES
 
-    def _fit_vector_by_newton(self, x, y, pen_w=0.0, pen_b=0.0, start=None):
+    def _fit_vector_by_newton(self, x, y, pen_w=0.0, pen_b=0.0, log_probabilities=False):
         """Newton's method from the identity, or a warm start, or (VS beyond
-        `NEWTON_MAX_CLASSES` classes) `scale_start`; ``start``: `newton_vector`'s, used
-        where the fit starts at the identity."""
+        `NEWTON_MAX_CLASSES` classes) `scale_start`; ``log_probabilities``: `newton_vector`'s,
+        used where the fit starts at the identity."""
         k = x.shape[1]
         w, b = np.ones(k), np.zeros(k)
         previous = getattr(self, "n_iter_", None) is not None and np.shape(self.coef_) == (k,)
         if self.warm_start and previous:
-            w, b, start = np.asarray(self.coef_), np.asarray(self.intercept_), None
+            w, b = np.asarray(self.coef_), np.asarray(self.intercept_)
+            log_probabilities = False
         elif not np.any(pen_w) and k > NEWTON_MAX_CLASSES:  # scales unpenalised (VS, vs_logp)
-            w, start = np.full(k, scale_start(x, y)), None
+            w, log_probabilities = np.full(k, scale_start(x, y)), False
         self.coef_, self.intercept_, self.n_iter_, self.loss_ = newton_vector(
             x,
             y,
@@ -214,7 +215,7 @@ class VectorScaling(TemperatureScaling):
             pen_b=pen_b,
             max_iter=newton_steps(self),
             on_unconverged=self.unconverged,
-            start=start,
+            log_probabilities=log_probabilities,
         )
 
     def _fit_vector_preconditioned(self, logits, y):

@@ -50,5 +50,6 @@ def lbfgs(objective, theta0, *, max_iter, tol, ftol, callback=None):
     it: `LBFGS_CORRECTIONS` kept, stopping at gradient ``tol`` or relative decrease ``ftol``
     (or where ``callback``, called with each step's result, raises StopIteration)."""
     options = {"maxiter": max_iter, "maxcor": LBFGS_CORRECTIONS, "gtol": tol, "ftol": ftol}
-    method = "L-BFGS-B"
-    return minimize(objective, theta0, jac=True, method=method, options=options, callback=callback)
+    return minimize(
+        objective, theta0, jac=True, method="L-BFGS-B", options=options, callback=callback
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calbench.calibrators.solvers.newton import NEWTON_MAX_CLASSES
 from calbench.calibrators.solvers.newton_vector_lean import (  # noqa: F401 (re-exported)
     FINAL_DECREMENT,
     LEAN_ENTRIES,
@@ -52,7 +53,7 @@ LARGE_GRAM = 1e9
 
 def newton_vector(
     x, y, w, b, pen_w=0.0, center_w=1.0, pen_b=0.0, max_iter=100, tol=1e-10, on_unconverged=None,
-    start=None,
+    log_probabilities=False,
 ):  # fmt: skip
     """Minimise ``mean log-loss(softmax(x * w + b)) + sum(pen_w (w - center_w)^2) +
     sum(pen_b b^2)`` over the per-class scales ``w`` and intercepts ``b`` (vector scaling
@@ -61,8 +62,10 @@ def newton_vector(
     The Hessian is ``2k x 2k``: with ``q = p * x``, its blocks are ``diag(sum q x) - q^T q``,
     ``diag(sum q) - q^T p`` and ``diag(sum p) - p^T p`` over n, an O(n k^2) product where
     L-BFGS needs dozens of O(n k) steps (DenseNet-40 CIFAR-10: 6 steps against 45).
-    ``start``: ``(objective, probabilities)`` at ``(w, b)`` where the caller has them
-    (the whole-array path only). Returns ``(w, b, iterations, final objective)``.
+    ``log_probabilities``: ``x`` are log-probabilities and ``(w, b)`` the identity, so the
+    whole-array path beyond `NEWTON_MAX_CLASSES` classes reads its start from ``exp(x)``
+    (`log_probability_start`; at 10 classes it evaluates, bit for bit as before). Returns
+    ``(w, b, iterations, final objective)``.
     """
     # One BLAS thread: OpenBLAS's spinning threads and torch's (the log-softmax) otherwise
     # contend for the same cores (5000 x 100: 9.8 ms an iteration's product and softmax
@@ -75,6 +78,7 @@ def newton_vector(
             w, b = np.array(w, dtype=np.float64), np.array(b, dtype=np.float64)
             args = (pen_w, center_w, pen_b, max_iter, tol, on_unconverged)
             return newton_vector_lean(x, y, w, b, *args)
+        start = log_probabilities and x.shape[1] > NEWTON_MAX_CLASSES
         args = (pen_w, center_w, pen_b, max_iter, tol, on_unconverged, start)
         return _newton_vector(x, y, w, b, *args)
 
@@ -106,16 +110,16 @@ def _vector_hessian(qp, p, x, x_squared, sum_q, sum_p, pen_w, pen_b):
     return hessian
 
 
-def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconverged, start):
+def _newton_vector(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unconverged, from_exp):
     n, k = x.shape
     label_x, label_count = vector_label_sums(x, y)
     pen_w = np.broadcast_to(np.asarray(pen_w, dtype=np.float64), (k,))
     pen_b = np.broadcast_to(np.asarray(pen_b, dtype=np.float64), (k,))
     w, b = np.array(w, dtype=np.float64), np.array(b, dtype=np.float64)
-    if start is None:
-        value, p = _vector_objective(w, b, x, y, pen_w, center_w, pen_b)
+    if from_exp:
+        value, p = log_probability_start(x, y)
     else:
-        value, p = start
+        value, p = _vector_objective(w, b, x, y, pen_w, center_w, pen_b)
     x_squared = x * x
     # One (n, 2k)^T (n, 2k) product for the three blocks, in float32: the Hessian only
     # steers the step (the gradient and the stopping test stay float64), and the product

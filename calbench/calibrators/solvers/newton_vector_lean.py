@@ -41,6 +41,12 @@ REUSE_DECREMENT = 1e-6
 #: where it lands: the quadratic model is then exact to rounding (after it the distance is
 #: of the order of its square). A chord step's landing is evaluated.
 FINAL_DECREMENT = 1e-12
+#: `damped_newton`'s ``reuse_decrement`` on row chunks: there a Hessian (an O(n k^2)
+#: product, 2.4 s at 25,000 x 1,000 on 2 cores) costs fifteen or more evaluations (O(n k)),
+#: so chord steps on the last Hessian pay from far larger decrements than `REUSE_DECREMENT`.
+LEAN_REUSE_DECREMENT = 1e-1
+#: ... while each such step cuts the decrement at least this many times.
+LEAN_CHORD_GAIN = 100.0
 
 
 def vector_label_sums(x, y):
@@ -175,6 +181,11 @@ def lean_vector_hessian(x, w, b, pen_w, pen_b):
     return hessian
 
 
+def _newton_step(factor, grad, x):
+    """The step ``H^-1 g`` on the Hessian's LU factors (`finite_step`: finite or refused)."""
+    return finite_step(lu_solve(factor, grad, check_finite=False), x)
+
+
 def damped_newton(
     x, w, b, value, state, gradient, hessian, trial, max_iter, tol, on_unconverged,
     reuse_decrement=REUSE_DECREMENT, chord_gain=0.0,
@@ -192,7 +203,7 @@ def damped_newton(
         grad, aux = gradient(w, b, state)
         if np.abs(grad).max() < tol:
             if chord_gain and factor is not None:  # one more chord step (it lands where
-                step = finite_step(lu_solve(factor, grad, check_finite=False), x)
+                step = _newton_step(factor, grad, x)
                 new_w, new_b = w - step[:k], b - step[k:]  # Newton's would), kept only
                 new_value, _ = trial(new_w, new_b)  # where it did not go up, so that the
                 if new_value <= value:  # value returned is the point's
@@ -200,7 +211,7 @@ def damped_newton(
             break
         if not reuse:
             factor = lu_factor(hessian(w, b, state, aux), check_finite=False)
-        step = finite_step(lu_solve(factor, grad, check_finite=False), x)
+        step = _newton_step(factor, grad, x)
         decrement = float(grad @ step)
         if 0.0 <= decrement < FINAL_DECREMENT * max(1.0, abs(value)):
             w, b, value = w - step[:k], b - step[k:], value - decrement / 2
@@ -254,11 +265,3 @@ def newton_vector_lean(x, y, w, b, pen_w, center_w, pen_b, max_iter, tol, on_unc
         trial=evaluate, max_iter=max_iter, tol=tol, on_unconverged=on_unconverged,
         reuse_decrement=LEAN_REUSE_DECREMENT, chord_gain=LEAN_CHORD_GAIN,
     )  # fmt: skip
-
-
-#: `damped_newton`'s ``reuse_decrement`` on row chunks: there a Hessian (an O(n k^2)
-#: product, 2.4 s at 25,000 x 1,000 on 2 cores) costs fifteen or more evaluations (O(n k)),
-#: so chord steps on the last Hessian pay from far larger decrements than `REUSE_DECREMENT`.
-LEAN_REUSE_DECREMENT = 1e-1
-#: ... while each such step cuts the decrement at least this many times.
-LEAN_CHORD_GAIN = 100.0

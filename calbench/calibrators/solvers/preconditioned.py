@@ -181,7 +181,7 @@ def fit_multinomial(
         features = xt_t.numpy() if as_numpy else xt_t
         precondition = _preconditioning(features, curvature, blocks)
         start = np.asarray(a0, dtype=np.float64) if as_numpy else tensor(a0)
-        fit = _refreshed(in_weights, minimise, start, precondition, max_iter=max_iter, tol=tol)
+        fit = _refreshed(in_weights, minimise, start, precondition, max_iter, tol, rounds and keep)
     return fit if as_numpy else replace(fit, weights=fit.weights.cpu().numpy())
 
 
@@ -338,11 +338,11 @@ def _scipy_rounds(in_weights, tol, keep=False):
         gtol = tol * coordinates.gradient_share
 
         def met(intermediate_result):  # both tests at each step's point
-            if np.array_equal(intermediate_result.x, last["theta"]):
-                if abs(last["grad"]).max() <= tol:
-                    if abs(coordinates.gradient(last["grad"])).max() <= gtol:
-                        last["met"] = True
-                        raise StopIteration
+            at_last = np.array_equal(intermediate_result.x, last["theta"])
+            if at_last and abs(last["grad"]).max() <= tol:
+                if abs(coordinates.gradient(last["grad"])).max() <= gtol:
+                    last["met"] = True
+                    raise StopIteration
 
         # The test in these coordinates and the weights' own, together: a round that met
         # the first alone started another, its preconditioner built again at a point
@@ -355,19 +355,17 @@ def _scipy_rounds(in_weights, tol, keep=False):
             return last["weights"], steps, at_budget, (last["value"], last["grad"])
         return coordinates.weights((result.x * scale).reshape(shape)), steps, at_budget, None
 
-    # A round that stops short of its budget (on scipy's relative decrease, with the
-    # weights' gradient above tol) is followed by one in the same coordinates where
-    # ``keep`` (float64: no base to set again), not rebuilt at a point evaluated again.
-    minimise.keeps_coordinates = keep
     return minimise
 
 
-def _refreshed(in_weights, minimise, a, precondition, *, max_iter, tol) -> MultinomialFit:
+def _refreshed(in_weights, minimise, a, precondition, max_iter, tol, keep_coordinates=False):
     """Rounds of ``minimise`` from ``a``, each in the coordinates ``precondition(state,
     hard, again)`` builds at the point reached, ``state`` being what ``in_weights(a,
     for_preconditioner=True)`` returns beside the objective and its gradient (the
     probabilities for `fit_multinomial`, the class pairs' sums for `fit_vector`), ``hard``
-    whether a round so far has run out of steps, ``again`` whether a round came before."""
+    whether a round so far has run out of steps, ``again`` whether a round came before;
+    ``keep_coordinates`` (`_scipy_rounds`' ``keep``): a round short of its budget is
+    followed in the same coordinates, not rebuilt at a point evaluated again."""
     steps, hard = 0, False
     value, grad, state = in_weights(a, for_preconditioner=True)
     value = float(value)
@@ -390,7 +388,7 @@ def _refreshed(in_weights, minimise, a, precondition, *, max_iter, tol) -> Multi
         # on the gradient in its own coordinates, which the preconditioner scales: a stop
         # whose gradient in the weights is still above ``tol`` goes on from there, as
         # long as it lowers the objective.
-        if at_budget or not getattr(minimise, "keeps_coordinates", False):
+        if at_budget or not keep_coordinates:
             if state is None:  # what an evaluation keeps, for the coordinates (float32: a base)
                 value, grad, state = in_weights(a, for_preconditioner=True)
                 value = float(value)
