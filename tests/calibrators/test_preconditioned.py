@@ -396,3 +396,27 @@ def test_sms_fits_in_one_round_to_the_minimum_of_a_tight_reference(monkeypatch):
     a = ref.x.reshape(k, k + 1)
     np.testing.assert_allclose(model.coef_, a[:, :k] + np.eye(k), rtol=0, atol=2e-8)
     np.testing.assert_allclose(model.intercept_, a[:, k], rtol=0, atol=2e-8)
+
+
+def test_narrow_row_sums_are_the_float64_sums_to_float32_rounding(monkeypatch):
+    """From `NARROW_ENTRIES` probabilities the rows' blocks are summed in float32: each
+    sum is the float64 one written out here to float32's rounding, and the coordinates
+    built on them map a point back to itself as the float64 ones do."""
+    import calbench.calibrators.solvers.preconditioners as preconditioners
+
+    rng = np.random.default_rng(4)
+    x, _ = _probability_data(rng, n=600, k=30)
+    xt = np.hstack([x, np.ones((len(x), 1))])
+    probs = softmax(rng.normal(size=x.shape) * 2)
+    weight = probs * (1 - probs)
+    expected = (weight.T @ xt**2 / len(x), weight.T @ xt / len(x), weight.mean(axis=0)[:, None])
+    for got, want in zip(preconditioners._narrow_sums(xt, probs), expected, strict=True):
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=2e-6)
+    curvature = np.full(xt.shape[1], 0.05)
+    wide = RowPreconditioner(xt, probs.copy(), curvature)
+    monkeypatch.setattr(preconditioners, "NARROW_ENTRIES", 1)
+    narrow = RowPreconditioner(xt, probs.copy(), curvature)
+    np.testing.assert_allclose(narrow.root, wide.root, rtol=1e-5)
+    a = rng.normal(size=(x.shape[1], xt.shape[1]))
+    np.testing.assert_allclose(narrow.weights(narrow.theta(a)), a, rtol=1e-10, atol=1e-12)
