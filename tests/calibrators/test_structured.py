@@ -91,3 +91,46 @@ def test_sms_beyond_newton_classes_reaches_the_plain_lbfgs_minimum():
     ParametricCalibrator._fit(plain, z, y)
     assert scaled.loss_ <= plain.loss_ + 1e-9
     np.testing.assert_allclose(scaled.predict_proba(z), plain.predict_proba(z), atol=1e-4)
+
+
+@pytest.mark.parametrize(("n", "k"), [(300, 400), (2600, 2000)])
+def test_svs_log_loss_in_one_buffer_is_the_generic_chain_rule(n, k):
+    """SVS's log-loss beyond Newton's class limit, in one (n, k) buffer reused across
+    evaluations (`StructuredScaling._data_term`), returns the generic chain rule's numbers
+    bit for bit, on one torch thread (300 x 400) and on all (2600 x 2000), including
+    scales large enough that labels' probabilities fall below exp(EXP_FLOOR)."""
+    from calbench.calibrators.matrix.structured import StructuredScaling
+    from calbench.calibrators.parametric import ParametricCalibrator
+    from calbench.criteria import get_criterion
+
+    z, y = _overconfident(n, k, seed=k)
+    model = StructuredScaling(structure="vector")
+    model.temperature_, model.uniform_weight_ = 1.7, 1 / (n + 1)
+    x = model._fitting_features(z)
+    criterion = get_criterion("nll")
+    ours = model._data_term(criterion, x, y)
+    assert ours.__name__ == "log_loss"  # the buffer's path, not the generic one
+    rng = np.random.default_rng(0)
+    points = [
+        (np.ones(k), np.zeros(k)),
+        (1 + 0.1 * rng.normal(size=k), 0.2 * rng.normal(size=k)),
+        (np.full(k, 150.0), rng.normal(size=k)),  # some labels' probabilities < exp(-700)
+    ]
+    for w, b in points:  # in turn: each evaluation overwrites the last one's buffer
+        params = {"coef_": w, "intercept_": b}
+        generic = ParametricCalibrator._data_term(model, criterion, x, y)(params)
+        value, grads = ours(params)
+        assert value == generic[0]
+        for name in ("coef_", "intercept_"):
+            np.testing.assert_array_equal(grads[name], generic[1][name])
+
+
+def test_structured_features_softmax_in_place_is_softmax():
+    """The features' softmax written over its argument is `softmax`'s, bit for bit, on
+    rows wide enough for torch, narrow rows and a column-major array."""
+    from calbench.calibrators.matrix.structured import _softmax_in_place
+    from calbench.simplex import softmax
+
+    z = np.random.default_rng(3).normal(size=(500, 300)) * 4
+    for a in (z, z[:, :10], np.asfortranarray(z)):
+        np.testing.assert_array_equal(_softmax_in_place(a / 1.3), softmax(a / 1.3))
