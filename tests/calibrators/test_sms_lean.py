@@ -95,11 +95,15 @@ def test_the_current_path_is_kept_where_it_fits(rng, monkeypatch):
     full, lean = sms_memory.sms_memory_needs(25_000, 10_000)
     assert lean < 21e9 < full  # 10,000 classes on this machine's 21 GB: lean only
     assert sms_memory.check_sms_memory(100, 30, "always")
-    # Above 1,000 classes "auto" takes the lean path whatever the memory (a shape's path
-    # must not depend on the machine), in float64 only; at 1,000, scipy's where it fits.
+    # Above 1,000 classes or from 5e6 features "auto" takes the lean path whatever the
+    # memory (a shape's path must not depend on the machine), in float64 only; below
+    # both, scipy's where it fits.
     monkeypatch.setattr(sms_memory, "available_memory", lambda: 10**12)
-    assert sms_memory.check_sms_memory(25_000, 1_001)
-    assert not sms_memory.check_sms_memory(25_000, 1_000)
+    assert sms_memory.check_sms_memory(4_000, 1_001)
+    assert sms_memory.check_sms_memory(25_000, 1_000)
+    assert sms_memory.check_sms_memory(50_000, 100)
+    assert not sms_memory.check_sms_memory(49_999, 100)
+    assert not sms_memory.check_sms_memory(4_999, 1_000)
     assert not sms_memory.check_sms_memory(25_000, 2_000, "never")
     assert not sms_memory.check_sms_memory(25_000, 2_000, precision="float32")
 

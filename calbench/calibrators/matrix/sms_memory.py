@@ -9,6 +9,7 @@ from calbench.calibrators.solvers.lbfgs import LBFGS_COPIES
 from calbench.calibrators.solvers.lean_lbfgs import LEAN_CORRECTIONS
 from calbench.calibrators.solvers.memory import available_memory
 from calbench.calibrators.solvers.multinomial_lean import LEAN_CHUNK_ENTRIES
+from calbench.calibrators.solvers.newton_vector_lean import LEAN_ENTRIES
 from calbench.errors import CalbenchError
 
 #: Copies of SMS's k (k + 1) parameters at its fit's peak: L-BFGS-B's workspace and about
@@ -42,23 +43,32 @@ def sms_memory_needs(n: int, k: int) -> tuple[int, int]:
 #: then leaner and no slower (25,000 rows, 2 loaded cores: 2,000 classes 1,821 MB in
 #: 100 s against scipy's path's 2,857 MB in 140 s; 5,000 classes 4,921 MB in 396 s against
 #: 9,697 MB in 455 s and probmetrics' 7,287 MB in 495 s), and a shape's path must not
-#: depend on the machine's free memory. ImageNet's 1,000 classes keep scipy's path, bit
-#: for bit with the numbers stored before the lean path came.
+#: depend on the machine's free memory ...
 LEAN_ABOVE_CLASSES = 1000
+#: ... and the features (n k) from which it does so at any class count beyond Newton's
+#: limit: there its chunks' passes beat scipy's whole-array ones (2026-11-29, 2 idle
+#: cores, best of 2: 25,000 x 1,000 11.5 s against 15.1 s and probmetrics' 17.0 to
+#: 17.3 s, peak 1,206 MB against 1,449 and 1,492; 25,000 x 200 1.5 s against 1.8 to 2.0;
+#: 50,000 x 100 1.5 against 1.7 to 1.8; 5,000 x 1,000 2.0 to 2.1 against 2.8 to 3.3;
+#: 10,000 x 500 1.9 to 2.0 against 2.0 to 2.1), while at 5,000 x 100 (5e5) it is the
+#: slower (0.23 to 0.28 s against 0.22). The same bound as `newton_vector`'s row chunks.
+LEAN_FROM_ENTRIES = LEAN_ENTRIES
 
 
 def check_sms_memory(
     n: int, k: int, lean: str = "auto", can_lean: bool = True, precision: str = "float64"
 ) -> bool:
     """Whether SMS takes the lean path (`fit_multinomial_lean`): where asked (``lean``
-    "always"), or ("auto") above `LEAN_ABOVE_CLASSES` classes in float64 (the lean path
-    has no float32 products) or where scipy's path would not fit in the memory available
+    "always"), or ("auto") above `LEAN_ABOVE_CLASSES` classes or from
+    `LEAN_FROM_ENTRIES` features in float64 (the lean path has no float32 products) or
+    where scipy's path would not fit in the memory available
     and the lean one does (``can_lean``: the log-loss on the CPU). Refuses before any work
     where neither fits (at 10,000 classes scipy asked for 33.5 GiB of workspace after 153
     s of work and failed)."""
     if lean == "always" and can_lean:
         return True
-    if lean == "auto" and can_lean and k > LEAN_ABOVE_CLASSES and precision == "float64":
+    large = k > LEAN_ABOVE_CLASSES or n * k >= LEAN_FROM_ENTRIES
+    if lean == "auto" and can_lean and large and precision == "float64":
         _, lean_need = sms_memory_needs(n, k)
         available = available_memory()
         if available is None or lean_need <= available:

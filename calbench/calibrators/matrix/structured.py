@@ -23,12 +23,12 @@ probabilities to float32 and clips their logs at ln(float32 tiny) = -87.3 (only
 probabilities below 1e-38 differ), and fits by scipy's L-BFGS-B with closed-form gradients
 instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/calibrators/test_structured.py).
 Their SAGA solver and non-ridge penalties (lasso, MCP, group lasso) are not implemented.
-SMS's W is a full k x k map: above 1,000 classes, or where scipy's fit would not fit in
-the memory available (`check_sms_memory`: at 10,000 classes on 25,000 rows about 56 GB),
-it takes a lean path (`fit_multinomial_lean`: the objective on row chunks, L-BFGS with 5
-float32 corrections, the warm start by class-pair L-BFGS; 13.2 GB measured there, the data
-included, in 964 s on 2 loaded cores, converged), and where that would not fit either it
-is refused before any work.
+SMS's W is a full k x k map: above 1,000 classes or from 5e6 features (25,000 x 200), or
+where scipy's fit would not fit in the memory available (`check_sms_memory`: at 10,000
+classes on 25,000 rows about 56 GB), it takes a lean path (`fit_multinomial_lean`: the
+objective on row chunks, L-BFGS with 5 float32 corrections, the warm start by class-pair
+L-BFGS; 13.2 GB measured there, the data included, in 964 s on 2 loaded cores,
+converged), and where that would not fit either it is refused before any work.
 
 The default strengths are the paper's, unlike the ODIR and L2 maps' data-chosen ones, so
 ``sms`` and ``svs`` stay the paper's methods and CalArena's numbers. At the ImageNet shape
@@ -113,11 +113,12 @@ class StructuredScaling(ParametricCalibrator):
     lean : {"auto", "always", "never"}
         SMS's lean path (`fit_multinomial_lean`: the rows in chunks, 5 float32
         corrections, the warm start by `fit_vector`): ``"auto"`` takes it above
-        `LEAN_ABOVE_CLASSES` (1,000) classes in float64, where it is leaner and no
-        slower, and at any size where scipy's path would not fit in the memory available
-        and it does (`check_sms_memory`), so ImageNet's 1,000 classes and below keep
-        their numbers; ``"always"`` at any size (the log-loss on the CPU); ``"never"``
-        refuses where scipy's path would not fit. Its minimum is the same to the
+        `LEAN_ABOVE_CLASSES` (1,000) classes and from `LEAN_FROM_ENTRIES` (5e6)
+        features in float64, where it is leaner and faster (ImageNet's 25,000 x 1,000:
+        11.5 s against scipy's path's 15.1), and at any size where scipy's path would not
+        fit in the memory available and it does (`check_sms_memory`), so CIFAR-100's
+        5,000 x 100 keeps its numbers; ``"always"`` at any size (the log-loss on the
+        CPU); ``"never"`` refuses where scipy's path would not fit. Its minimum is the same to the
         tolerance, not to the bit (``docs/performance.md``).
     """
 

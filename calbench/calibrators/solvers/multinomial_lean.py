@@ -16,7 +16,8 @@ Where the memory went, and what this path does instead:
 
 The arithmetic differs from `fit_multinomial`'s in its summation order (chunks), in the
 line search and in the corrections kept, so the two reach the same minimum to the
-tolerance, not the same bits: SMS takes this path above 1,000 classes, below that only
+tolerance, not the same bits: SMS takes this path above 1,000 classes and from 5e6
+features (`calbench.calibrators.matrix.sms_memory.LEAN_FROM_ENTRIES`), elsewhere only
 where the other would not fit, or when asked for (`StructuredScaling(lean="always")`;
 `calbench.calibrators.matrix.sms_memory.check_sms_memory`).
 """
