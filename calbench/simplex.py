@@ -87,6 +87,22 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return z
 
 
+def softmax_over(z: np.ndarray) -> np.ndarray:
+    """`softmax` of an array the caller no longer needs, written over it where `softmax`
+    runs torch's kernel (C-contiguous float64 rows of `TORCH_MIN_CLASSES` or more: the
+    same kernel, so the same numbers), else `softmax`'s new array. SVS's and SMS's
+    features then hold one (n, k) array beside the logits, not two (at 10,000 classes on
+    25,000 rows, 1.9 GB fewer)."""
+    if _wide_rows(z) and z.flags.c_contiguous and z.dtype == np.float64:
+        import torch
+
+        rows = torch.from_numpy(z)
+        with one_torch_thread():
+            torch._softmax(rows, 1, False, out=rows)
+        return z
+    return softmax(z)
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise log-softmax: the log-probabilities that methods on probabilities work on."""
     z = np.asarray(logits, dtype=np.float64)

@@ -96,9 +96,10 @@ def test_sms_beyond_newton_classes_reaches_the_plain_lbfgs_minimum():
 @pytest.mark.parametrize(("n", "k"), [(300, 400), (2600, 2000)])
 def test_svs_log_loss_in_one_buffer_is_the_generic_chain_rule(n, k):
     """SVS's log-loss beyond Newton's class limit, in one (n, k) buffer reused across
-    evaluations (`StructuredScaling._data_term`), returns the generic chain rule's numbers
-    bit for bit, on one torch thread (300 x 400) and on all (2600 x 2000), including
-    scales large enough that labels' probabilities fall below exp(EXP_FLOOR)."""
+    evaluations (`StructuredScaling._data_term`, `buffered_vector_log_loss`), returns the
+    generic chain rule's numbers bit for bit, on one torch thread (300 x 400) and on all
+    (2600 x 2000), including scales large enough that labels' probabilities fall below
+    exp(EXP_FLOOR)."""
     from calbench.calibrators.matrix.structured import StructuredScaling
     from calbench.calibrators.parametric import ParametricCalibrator
     from calbench.criteria import get_criterion
@@ -125,12 +126,19 @@ def test_svs_log_loss_in_one_buffer_is_the_generic_chain_rule(n, k):
             np.testing.assert_array_equal(grads[name], generic[1][name])
 
 
-def test_structured_features_softmax_in_place_is_softmax():
-    """The features' softmax written over its argument is `softmax`'s, bit for bit, on
-    rows wide enough for torch, narrow rows and a column-major array."""
-    from calbench.calibrators.matrix.structured import _softmax_in_place
-    from calbench.simplex import softmax
+def test_structured_features_softmax_over_its_argument_is_softmax():
+    """The features' softmax written over its argument (rows wide enough for torch) is
+    `softmax`'s bit for bit; narrow rows and a column-major array get a new array with
+    `softmax`'s numbers and leave theirs as they were."""
+    from calbench.simplex import softmax, softmax_over
 
     z = np.random.default_rng(3).normal(size=(500, 300)) * 4
-    for a in (z, z[:, :10], np.asfortranarray(z)):
-        np.testing.assert_array_equal(_softmax_in_place(a / 1.3), softmax(a / 1.3))
+    wide = z / 1.3
+    assert softmax_over(wide) is wide  # written over it
+    np.testing.assert_array_equal(wide, softmax(z / 1.3))
+    for a in (z[:, :10] / 1.3, np.asfortranarray(z) / 1.3):
+        before = a.copy()
+        out = softmax_over(a)
+        assert out is not a
+        np.testing.assert_array_equal(a, before)
+        np.testing.assert_array_equal(out, softmax(before))

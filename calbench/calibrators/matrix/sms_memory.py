@@ -46,7 +46,8 @@ def sms_memory_needs(n: int, k: int) -> tuple[int, int]:
 #: depend on the machine's free memory ...
 LEAN_ABOVE_CLASSES = 1000
 #: ... and the features (n k) from which it does so at any class count beyond Newton's
-#: limit: there its chunks' passes beat scipy's whole-array ones (2026-11-29, 2 idle
+#: limit, where it is faster (measured; at these sizes one chunk holds all the rows, so
+#: the gain is its L-BFGS and its class-pair start, not the chunks) (2026-11-29, 2 idle
 #: cores, best of 2: 25,000 x 1,000 11.5 s against 15.1 s and probmetrics' 17.0 to
 #: 17.3 s, peak 1,206 MB against 1,449 and 1,492; 25,000 x 200 1.5 s against 1.8 to 2.0;
 #: 50,000 x 100 1.5 against 1.7 to 1.8; 5,000 x 1,000 2.0 to 2.1 against 2.8 to 3.3;

@@ -23,12 +23,13 @@ probabilities to float32 and clips their logs at ln(float32 tiny) = -87.3 (only
 probabilities below 1e-38 differ), and fits by scipy's L-BFGS-B with closed-form gradients
 instead of torchmin's BFGS; the maps agree to about 1e-6 (tests/calibrators/test_structured.py).
 Their SAGA solver and non-ridge penalties (lasso, MCP, group lasso) are not implemented.
-SMS's W is a full k x k map: above 1,000 classes or from 5e6 features (25,000 x 200), or
-where scipy's fit would not fit in the memory available (`check_sms_memory`: at 10,000
-classes on 25,000 rows about 56 GB), it takes a lean path (`fit_multinomial_lean`: the
-objective on row chunks, L-BFGS with 5 float32 corrections, the warm start by class-pair
-L-BFGS; 13.2 GB measured there, the data included, in 964 s on 2 loaded cores,
-converged), and where that would not fit either it is refused before any work.
+SMS's W is a full k x k map: beyond Newton's 36 classes, above 1,000 classes or from 5e6
+features (25,000 x 200), or where scipy's fit would not fit in the memory available
+(`check_sms_memory`: at 10,000 classes on 25,000 rows about 56 GB), it takes a lean path
+(`fit_multinomial_lean`: the objective on row chunks, L-BFGS with 5 float32 corrections,
+the warm start by class-pair L-BFGS; 13.2 GB measured there, the data included, in 964 s
+on 2 loaded cores, converged), and where that would not fit either it is refused before
+any work.
 
 The default strengths are the paper's, unlike the ODIR and L2 maps' data-chosen ones, so
 ``sms`` and ``svs`` stay the paper's methods and CalArena's numbers. At the ImageNet shape
@@ -40,13 +41,12 @@ with a paired standard error of 0.0010 (TS -0.0029, SVS -0.0039 on seed 0).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import numpy as np
 
 from calbench.calibrators.constraints import Choice
 from calbench.calibrators.matrix.matrix_scaling import MatrixScaling
 from calbench.calibrators.matrix.sms_memory import check_sms_memory
+from calbench.calibrators.matrix.svs_log_loss import buffered_applies, buffered_vector_log_loss
 from calbench.calibrators.parametric import ParametricCalibrator
 from calbench.calibrators.scaling.temperature import TemperatureScaling, VectorScaling
 from calbench.calibrators.solvers.memory import packed_features
@@ -64,15 +64,7 @@ from calbench.calibrators.solvers.preconditioned import (
 )
 from calbench.calibrators.solvers.threads import blas_threads
 from calbench.calibrators.solvers.vector_lbfgs import fit_vector
-from calbench.simplex import (
-    LARGE_PASS,
-    TORCH_MIN_CLASSES,
-    TORCH_MIN_ENTRIES,
-    log_in_place,
-    one_torch_thread,
-    softmax,
-    torch_softmax_log_loss,
-)
+from calbench.simplex import log_in_place, softmax_over
 
 #: The gradient at which SMS's diagonal warm start stops (`_fit_matrix_by_scaledlbfgs`).
 WARM_START_TOL = 1e-4
@@ -114,7 +106,7 @@ class StructuredScaling(ParametricCalibrator):
         SMS's lean path (`fit_multinomial_lean`: the rows in chunks, 5 float32
         corrections, the warm start by `fit_vector`): ``"auto"`` takes it above
         `LEAN_ABOVE_CLASSES` (1,000) classes and from `LEAN_FROM_ENTRIES` (5e6)
-        features in float64, where it is leaner and faster (ImageNet's 25,000 x 1,000:
+        features in float64, where it is faster (ImageNet's 25,000 x 1,000:
         11.5 s against scipy's path's 15.1), and at any size where scipy's path would not
         fit in the memory available and it does (`check_sms_memory`), so CIFAR-100's
         5,000 x 100 keeps its numbers; ``"always"`` at any size (the log-loss on the
@@ -172,7 +164,7 @@ class StructuredScaling(ParametricCalibrator):
 
     def _features(self, logits):
         mix = self.uniform_weight_
-        probs = _softmax_in_place(logits / self.temperature_)
+        probs = softmax_over(logits / self.temperature_)
         probs *= 1 - mix
         probs += mix / logits.shape[1]
         return log_in_place(probs)
@@ -211,48 +203,14 @@ class StructuredScaling(ParametricCalibrator):
         super()._fit(logits, y)
 
     def _data_term(self, criterion, x, y):
-        """SVS's log-loss beyond Newton's class limit (`ParametricCalibrator._data_term`'s
-        numbers, bit for bit) in one (n, k) buffer kept across evaluations: the logits,
-        then the probabilities over them, then the gradient's product with ``x``. The
-        generic chain rule held three fresh (n, k) arrays at once beside the features (the
-        logits, the probabilities, their product with ``x``; at 10,000 classes on 25,000
-        rows 1.9 GB each, 10.3 GB at the peak with the data against probmetrics' 9.4 GB),
-        and paging fresh 2 GB arrays in at every evaluation cost more system time than the
-        arithmetic. Elsewhere (SMS, other criteria, accelerators, arrays too small for
-        torch's pass) the generic path."""
-        fused = (
-            not self._matrix()
-            and self._cpu_log_loss()
-            and x.dtype == np.float64
-            and x.flags.c_contiguous
-            and x.size >= TORCH_MIN_ENTRIES  # where `nll` takes `fitting_softmax`'s pass
-        )
-        if not fused:
+        """SVS's log-loss beyond Newton's class limit in one (n, k) buffer kept across
+        evaluations (`buffered_vector_log_loss`: the generic chain rule's numbers, bit for
+        bit, without its three fresh (n, k) arrays an evaluation). Elsewhere (SMS, other
+        criteria, accelerators, arrays too small for torch's pass) the generic path."""
+        fused = not self._matrix() and self._cpu_log_loss()
+        if not (fused and buffered_applies(x)):
             return super()._data_term(criterion, x, y)
-        import torch
-
-        n = len(y)
-        rows = np.arange(n)
-        buffer = np.empty(x.shape)
-        logits = torch.from_numpy(buffer)
-        # (`fitting_softmax`'s threads: all of torch's for a long pass, else one)
-        threads = nullcontext if x.size >= LARGE_PASS else one_torch_thread
-
-        def log_loss(params):
-            w, b = params["coef_"], params["intercept_"]
-            grad = np.multiply(x, w, out=buffer)  # VectorScaling._forward, x * w + b
-            grad += b
-            with threads():
-                value, _ = torch_softmax_log_loss(logits, y, in_place=True)
-            # over them, `nll`'s (softmax - onehot) / n
-            grad[rows, y] -= 1.0
-            grad /= n
-            # VectorScaling._backward's sums: the intercepts' before the product overwrites
-            grad_b = grad.sum(axis=0)
-            grad *= x
-            return value, {"coef_": grad.sum(axis=0), "intercept_": grad_b}
-
-        return log_loss
+        return buffered_vector_log_loss(x, y)
 
     def _penalty_matrix(self, k):
         """The ridge weights of ``[W - I | b]``'s entries."""
@@ -308,11 +266,12 @@ class StructuredScaling(ParametricCalibrator):
         self.n_iter_, self.loss_, self.gradient_max_ = fit.n_iter, fit.loss, fit.gradient_max
 
     def _fit_matrix_lean(self, x, y):
-        """SMS where `_fit_matrix_by_scaledlbfgs` would not fit in memory (`check_sms_memory`):
-        the same objective from the same kind of start to the same gradient test, by
-        `fit_multinomial_lean` (row chunks, 5 float32 corrections), from the diagonal
-        minimum by `fit_vector`'s class-pair L-BFGS (Newton's 2k x 2k Hessian would be
-        3.2 GB at 10,000 classes, 10 GB with its sum and factors)."""
+        """SMS above 1,000 classes, from 5e6 features, or where `_fit_matrix_by_scaledlbfgs`
+        would not fit in memory (`check_sms_memory`): the same objective from the same
+        kind of start to the same gradient test, by `fit_multinomial_lean` (row chunks, 5
+        float32 corrections), from the diagonal minimum by `fit_vector`'s class-pair
+        L-BFGS (Newton's 2k x 2k Hessian would be 3.2 GB at 10,000 classes, 10 GB with its
+        sum and factors)."""
         k = x.shape[1]
         lam = self.penalties_
         start = fit_vector(
@@ -384,20 +343,6 @@ class StructuredScaling(ParametricCalibrator):
         if w.ndim == 2:
             grad_w = np.diag(grad_w) + 2 * lam["off_diagonal"] * off
         return value, {"coef_": grad_w, "intercept_": 2 * lam["intercept"] * b}
-
-
-def _softmax_in_place(z):
-    """`softmax` of a fresh array ``z``, written over it where torch computes it (the same
-    kernel, so the same numbers): SVS's and SMS's features then hold one (n, k) array
-    beside the logits, not two (at 10,000 classes on 25,000 rows, 1.9 GB fewer)."""
-    if z.shape[1] >= TORCH_MIN_CLASSES and z.flags.c_contiguous and z.dtype == np.float64:
-        import torch
-
-        t = torch.from_numpy(z)
-        with one_torch_thread():
-            torch._softmax(t, 1, False, out=t)
-        return z
-    return softmax(z)
 
 
 #: The calibrators this module registers: name -> (class, the parameters the name fixes).

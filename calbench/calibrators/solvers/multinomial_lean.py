@@ -1,6 +1,7 @@
-"""SMS's full map fitted where `fit_multinomial` would not fit in memory (10,000 classes x
-25,000 rows: 56 GB by its count, 33.5 GiB of it scipy's workspace), in the same
-coordinates (`RowPreconditioner`) to the same stopping test.
+"""SMS's full map fitted lean: above 1,000 classes, from 5e6 features, and where
+`fit_multinomial` would not fit in memory (10,000 classes x 25,000 rows: 56 GB by its
+count, 33.5 GiB of it scipy's workspace; `calbench.calibrators.matrix.sms_memory`), in the
+same coordinates (`RowPreconditioner`) to the same stopping test.
 
 Where the memory went, and what this path does instead:
 

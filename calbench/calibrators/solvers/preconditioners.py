@@ -28,9 +28,12 @@ def _narrow_sums(xt, probs):
     ``w = p (1 - p)``) with the weights and both products in float32: the coordinates
     are a model of the Hessian, not the objective, so their rounding (1e-7 relative)
     moves L-BFGS's path, not its minimum; the lean path's are float32 too
-    (`calbench.calibrators.solvers.multinomial_lean`). At 25,000 x 1,000 the float64
-    build took 1.85 s of SMS's 16.7 (two 25-GFLOP products) and held a float64 copy of
-    the squared features (200 MB) beside the weights (200 MB)."""
+    (`calbench.calibrators.solvers.multinomial_lean`). It serves `fit_multinomial` from
+    5e6 probabilities: the ODIR and L2 maps, and SMS where it does not take the lean
+    path (``lean="never"``, float32 products). At 25,000 x 1,000 the float64 build took
+    1.85 s of SMS's 16.7 on scipy's path (two 25-GFLOP products) and held a float64 copy
+    of the squared features (200 MB) beside the weights (200 MB). ``xt`` and ``probs``
+    are float64: their float32 copies are squared and reduced in place."""
     torch = _torch()
     n = len(xt)
     weight = torch.from_numpy(probs).float()
@@ -63,7 +66,9 @@ class RowPreconditioner:
         xp = np if isinstance(xt, np.ndarray) else _torch()
         tiny = np.finfo(float).tiny
         n = len(xt)
-        if xp is np and probs.size >= NARROW_ENTRIES:
+        # (float64 features only: float32 ones, `PRECISIONS`, are the fit's own array and
+        # already get float32 products below, and the sums square a float32 copy in place)
+        if xp is np and xt.dtype == np.float64 and probs.size >= NARROW_ENTRIES:
             diagonal, mean, weight_mean = _narrow_sums(xt, probs)
             self._factor(diagonal + ridge_curvature, mean, weight_mean.clip(min=tiny), xp)
             return
