@@ -60,12 +60,11 @@ def check_sms_memory(
     n: int, k: int, lean: str = "auto", can_lean: bool = True, precision: str = "float64"
 ) -> bool:
     """Whether SMS takes the lean path (`fit_multinomial_lean`): where asked (``lean``
-    "always"), or ("auto") above `LEAN_ABOVE_CLASSES` classes or from
-    `LEAN_FROM_ENTRIES` features in float64 (the lean path has no float32 products) or
-    where scipy's path would not fit in the memory available
-    and the lean one does (``can_lean``: the log-loss on the CPU). Refuses before any work
-    where neither fits (at 10,000 classes scipy asked for 33.5 GiB of workspace after 153
-    s of work and failed)."""
+    "always"), or ("auto") above `LEAN_ABOVE_CLASSES` classes or from `LEAN_FROM_ENTRIES`
+    features in float64 (the lean path has no float32 products) or where scipy's path
+    would not fit in the memory available and the lean one does (``can_lean``: the
+    log-loss on the CPU). Refuses before any work where neither fits (at 10,000 classes
+    scipy asked for 33.5 GiB of workspace after 153 s of work and failed)."""
     if lean == "always" and can_lean:
         return True
     large = k > LEAN_ABOVE_CLASSES or n * k >= LEAN_FROM_ENTRIES

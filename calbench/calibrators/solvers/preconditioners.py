@@ -66,9 +66,11 @@ class RowPreconditioner:
         xp = np if isinstance(xt, np.ndarray) else _torch()
         tiny = np.finfo(float).tiny
         n = len(xt)
-        # (float64 features only: float32 ones, `PRECISIONS`, are the fit's own array and
-        # already get float32 products below, and the sums square a float32 copy in place)
-        if xp is np and xt.dtype == np.float64 and probs.size >= NARROW_ENTRIES:
+        # (float64 arrays only: `.float()` of a float32 array is no copy, and the sums work
+        # on their copies in place; float32 features, `PRECISIONS`, get float32 products
+        # below anyway)
+        wide = xt.dtype == probs.dtype == np.float64
+        if xp is np and wide and probs.size >= NARROW_ENTRIES:
             diagonal, mean, weight_mean = _narrow_sums(xt, probs)
             self._factor(diagonal + ridge_curvature, mean, weight_mean.clip(min=tiny), xp)
             return
