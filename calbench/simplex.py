@@ -120,16 +120,20 @@ def fitting_softmax(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarra
     rows = _torch_rows(z)
     if rows is None:
         return None
-    # One thread beside the fits' products, except where the pass itself is long enough to
-    # share out (25,000 x 1,000: 0.42 s on one thread).
-    threads = contextlib.nullcontext() if z.size >= LARGE_PASS else one_torch_thread()
-    with threads:
+    with fitting_threads(z.size):
         value, probs = torch_softmax_log_loss(rows, y)
     return value, probs.numpy()
 
 
 #: Entries from which `fitting_softmax` runs on all of torch's threads.
 LARGE_PASS = 5_000_000
+
+
+def fitting_threads(entries: int):
+    """torch's threads for a fit's pass over ``entries`` logits: one beside the fits'
+    products, except where the pass itself is long enough to share out (`LARGE_PASS`;
+    25,000 x 1,000: 0.42 s on one thread)."""
+    return contextlib.nullcontext() if entries >= LARGE_PASS else one_torch_thread()
 
 
 def torch_softmax_log_loss(logits, y, in_place=False) -> tuple[float, object]:

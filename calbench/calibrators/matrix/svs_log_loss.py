@@ -12,11 +12,9 @@ the numbers are its own bit for bit (tests/calibrators/test_structured.py).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import numpy as np
 
-from calbench.simplex import LARGE_PASS, TORCH_MIN_ENTRIES, one_torch_thread, torch_softmax_log_loss
+from calbench.simplex import TORCH_MIN_ENTRIES, fitting_threads, torch_softmax_log_loss
 
 
 def buffered_applies(x) -> bool:
@@ -37,14 +35,12 @@ def buffered_vector_log_loss(x, y):
     rows = np.arange(n)
     buffer = np.empty(x.shape)
     logits = torch.from_numpy(buffer)
-    # (`fitting_softmax`'s threads: all of torch's for a long pass, else one)
-    threads = nullcontext if x.size >= LARGE_PASS else one_torch_thread
 
     def log_loss(params):
         w, b = params["coef_"], params["intercept_"]
         grad = np.multiply(x, w, out=buffer)  # VectorScaling._forward, x * w + b
         grad += b
-        with threads():
+        with fitting_threads(x.size):  # `fitting_softmax`'s threads
             value, _ = torch_softmax_log_loss(logits, y, in_place=True)
         # over them, `nll`'s (softmax - onehot) / n
         grad[rows, y] -= 1.0

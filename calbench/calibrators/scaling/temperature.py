@@ -26,7 +26,7 @@ from calbench.calibrators.solvers.newton_vector import (
     vector_label_sums,
     vector_log_loss,
 )
-from calbench.calibrators.solvers.newton_vector_lean import LEAN_ENTRIES
+from calbench.calibrators.solvers.newton_vector_lean import LEAN_ENTRIES, chunk_probabilities
 from calbench.calibrators.solvers.vector_lbfgs import fit_vector
 from calbench.criteria import EXP_FLOOR
 from calbench.simplex import TORCH_MIN_ENTRIES
@@ -244,7 +244,7 @@ def scale_start(x, y, steps=3) -> float:
     test beyond ``steps`` (a fitted temperature would cost twice as much)."""
     n, k = x.shape
     label_mean = float(x[np.arange(n), y].mean())
-    top, beta = x.max(axis=1), 1.0
+    beta = 1.0
     # Row chunks past LEAN_ENTRIES, as the fit then runs (no (n, k) array beside x); the
     # per-row sums are kept whole, so their means round as one array's.
     rows = n if x.size < LEAN_ENTRIES else max(1, LEAN_ENTRIES // k)
@@ -252,13 +252,8 @@ def scale_start(x, y, steps=3) -> float:
     first, second = np.empty(n), np.empty(n)
     for _ in range(steps):
         for start in range(0, n, rows):
-            part, shift = x[start : start + rows], top[start : start + rows] * beta
-            zz = z[: len(part)]
-            np.multiply(part, beta, out=zz)
-            zz -= shift[:, None]
-            np.maximum(zz, EXP_FLOOR, out=zz)
-            np.exp(zz, out=zz)
-            zz /= zz.sum(axis=1)[:, None]
+            part = x[start : start + rows]
+            zz = chunk_probabilities(part, beta, 0.0, z[: len(part)])  # softmax(beta x)
             first[start : start + rows] = np.einsum("ij,ij->i", zz, part)
             zz *= part
             second[start : start + rows] = np.einsum("ij,ij->i", zz, part)

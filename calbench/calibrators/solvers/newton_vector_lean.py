@@ -135,8 +135,9 @@ VECTOR_CHUNK_ENTRIES = 2**18
 VECTOR_TASKS = 32
 
 
-def _chunk_probabilities(features, w, b, out):
-    """softmax(features * w + b) into ``out``, `vector_log_loss`'s chunk arithmetic."""
+def chunk_probabilities(features, w, b, out):
+    """softmax(features * w + b) into ``out``, `vector_log_loss`'s chunk arithmetic (also
+    `lean_vector_hessian`'s and `calbench.calibrators.scaling.temperature.scale_start`'s)."""
     np.multiply(features, w, out=out)
     out += b
     out -= out.max(axis=1, keepdims=True)
@@ -161,7 +162,7 @@ def lean_vector_hessian(x, w, b, pen_w, pen_b):
         for first in range(0, n, rows):
             features = x[first : first + rows]
             m = len(features)
-            p = _chunk_probabilities(features, w, b, probs[:m])
+            p = chunk_probabilities(features, w, b, probs[:m])
             q = np.multiply(p, features, out=spare[:m])
             sums[1] += q.sum(axis=0)
             sums[2] += p.sum(axis=0)

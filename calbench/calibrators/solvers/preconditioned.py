@@ -15,6 +15,7 @@ diagonal plus that rank-one direction and fits in coordinates where it is the id
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -175,13 +176,13 @@ def fit_multinomial(
         if not as_numpy:
             ridge, center, curvature = tensor(ridge), tensor(center), tensor(curvature)
         in_weights = _objective(xt_t, y_t, offset_t, ridge, center, row_pull, as_numpy, streamlined)
-        keep = streamlined and precision == "float64"  # (float32 sets its base each round)
-        rounds = _scipy_rounds(in_weights, tol, keep) if as_numpy else None
-        minimise = rounds or device_rounds(in_weights, tol)
+        keep = streamlined and precision == "float64" and as_numpy  # (float32: a base a round)
+        rounds = partial(_scipy_rounds, keep=keep) if as_numpy else device_rounds
+        minimise = rounds(in_weights, tol)
         features = xt_t.numpy() if as_numpy else xt_t
         precondition = _preconditioning(features, curvature, blocks)
         start = np.asarray(a0, dtype=np.float64) if as_numpy else tensor(a0)
-        fit = _refreshed(in_weights, minimise, start, precondition, max_iter, tol, rounds and keep)
+        fit = _refreshed(in_weights, minimise, start, precondition, max_iter, tol, keep)
     return fit if as_numpy else replace(fit, weights=fit.weights.cpu().numpy())
 
 
