@@ -170,11 +170,19 @@ OWN = """
 import os, signal
 from calbench.calibrators.scaling import TemperatureScaling
 class Raises(TemperatureScaling):
+    def __init__(self, criterion="nll", max_iter=1000, tol=1e-6, warm_start=False,
+                 device="cpu", fail=True):
+        super().__init__(criterion, max_iter, tol, warm_start, device)
+        self.fail = fail
     def _fit(self, logits, y):
-        raise ZeroDivisionError("my calibrator divided by zero")
-class Dies(TemperatureScaling):
+        if self.fail:
+            raise ZeroDivisionError("my calibrator divided by zero")
+        super()._fit(logits, y)
+class Dies(Raises):
     def _fit(self, logits, y):
-        os.kill(os.getpid(), signal.SIGKILL)
+        if self.fail:
+            os.kill(os.getpid(), signal.SIGKILL)
+        super()._fit(logits, y)
 """
 
 
@@ -186,7 +194,9 @@ def _sweep_with(d, cls, jobs):
         "-m",
         *SMALL,
         "dataset.seed=0,1",
-        f"method.calibrator=ts,own:{cls}",
+        "method.name=own",  # one class, a cell that fits beside one that fails
+        f"method.calibrator=own:{cls}",
+        "+method.params.fail=false,true",
         f"hydra.launcher.n_jobs={jobs}",
         f"results_dir={d}/r",
         env=env,
@@ -216,7 +226,8 @@ def _(d):
 def _(d):
     (Path(d) / "own.py").write_text(OWN)
     env = {"PYTHONPATH": f"{d}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    out = calbench("run", *SMALL, "method.calibrator=own:Raises", f"results_dir={d}/r", env=env)
+    own = ["method.name=own", "method.calibrator=own:Raises"]
+    out = calbench("run", *SMALL, *own, f"results_dir={d}/r", env=env)
     return classed(out)
 
 

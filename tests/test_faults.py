@@ -297,6 +297,7 @@ def test_a_sweep_runs_every_cell_it_can_and_reports_the_failures(own_calibrators
     out = _sweep(
         results,
         "dataset.seed=0,1",
+        "method.name=own",
         "method.calibrator=own_calibrators:Raises",
         "+method.params.fail=false,true",
         f"hydra.launcher.n_jobs={jobs}",
@@ -309,6 +310,7 @@ def test_a_sweep_runs_every_cell_it_can_and_reports_the_failures(own_calibrators
     again = _sweep(
         results,
         "dataset.seed=0,1",
+        "method.name=own",
         "method.calibrator=own_calibrators:Raises",
         "+method.params.fail=false,true",
         f"hydra.launcher.n_jobs={jobs}",
@@ -321,6 +323,7 @@ def test_fail_fast_stops_at_the_first_failure(own_calibrators):
     out = _sweep(
         results,
         "dataset.seed=0,1,2",
+        "method.name=own",
         "method.calibrator=own_calibrators:Raises",
         "hydra.launcher.n_jobs=1",
         "hydra.launcher.fail_fast=true",
@@ -334,6 +337,7 @@ def test_a_killed_worker_costs_its_cell_only(own_calibrators):
     out = _sweep(
         results,
         "dataset.seed=0,1,2",
+        "method.name=own",
         "method.calibrator=own_calibrators:Dies",
         "+method.params.fail=false,true",
         "hydra.launcher.n_jobs=2",
@@ -349,6 +353,7 @@ def test_a_calibrators_exception_in_a_single_run_is_one_line(own_calibrators):
     out = calbench(
         "run",
         *SMALL,
+        "method.name=own",
         "method.calibrator=own_calibrators:Raises",
         f"results_dir={own_calibrators}/results",
     )

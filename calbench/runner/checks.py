@@ -100,9 +100,24 @@ def check_dataset_name(dataset: dict) -> None:
 
 
 def check_method_name(method: dict) -> None:
-    """A method's name labels rows and columns and names figure files."""
-    if method.get("name") is not None:
-        check_name(method["name"], "method.name", "e.g. method.name=my_method")
+    """A method's name labels rows and columns and names figure files, and a method's name
+    means one calibrator: ``method.calibrator=my_module:MyClass`` without ``method.name``
+    would keep the chosen method's name (the default's ``ts``) and store her class's
+    numbers as that method's, where every later run of it would meet them."""
+    name = method.get("name")
+    if name is None:
+        return
+    check_name(name, "method.name", "e.g. method.name=my_method")
+    from calbench.calibrators.methods import method_configs
+
+    known = method_configs().get(str(name))
+    if known is not None and str(method.get("calibrator")) != str(known["calibrator"]):
+        own = str(method.get("calibrator")).rpartition(":")[2].lower() or "my_method"
+        raise CalbenchError(
+            f"method.calibrator={method.get('calibrator')} replaces the calibrator of method "
+            f"{name!r} (calibrator {known['calibrator']}) but keeps its name, so its numbers would be "
+            f"stored and ranked as {name}'s. Name your method: method.name={own}."
+        )
 
 
 def _check_seed(key: str, seed) -> None:

@@ -34,6 +34,10 @@ from tests.runner.test_runner import plan
             'must be "auto" or a finite number >= 0',
         ),
         (["method=dir_odir", "+method.params.reg_mu=-2"], "'reg_mu' parameter"),
+        (  # her class under a library method's name would be stored as that method's
+            ["method.calibrator=vs"],
+            r"replaces the calibrator of method 'ts' \(calibrator ts\) .* method.name=vs\.",
+        ),
         (
             ["method=knn_kl", "+method.params.n_neighbors=64"],
             "both fixed .* and searched .*; the grid would override it",
@@ -43,6 +47,10 @@ from tests.runner.test_runner import plan
 def test_bad_run_configs_are_refused_with_their_fix(overrides, message):
     with pytest.raises(CalbenchError, match=message):
         plan(*overrides)
+
+
+def test_a_calibrator_under_its_own_name_is_planned():
+    assert plan("method.calibrator=vs", "method.name=my_vs").spec.method["name"] == "my_vs"
 
 
 def test_a_preset_name_must_name_a_preset():
