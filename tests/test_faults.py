@@ -398,8 +398,25 @@ def test_a_run_killed_at_random_points_loses_nothing(tmp_path):
         (["dataset.path=s.npz"], "dataset.path is set but no data set that reads a file is"),
         (["dataset.name=../up"], "dataset.name='../up' cannot name files, tables and page anchors"),
         (["method=dir_odir", "method.grid.reg_lambda=[inf]"], "or a finite number >= 0. Got inf"),
+        (
+            ["method=uncal", "method.params.weight=0.5"],
+            "method 'uncal' sets no method.params.weight: to add it, write +method.params.",
+        ),
+        (
+            ["method=knn_kl", "method.grid.n_neighbor=[5]"],
+            "sets no method.grid.n_neighbor (did you mean 'method.grid.n_neighbors'?)",
+        ),
     ],
-    ids=["method", "swept_method", "loss", "path_without_loader", "name", "inf_in_grid"],
+    ids=[
+        "method",
+        "swept_method",
+        "loss",
+        "path_without_loader",
+        "name",
+        "inf_in_grid",
+        "no_plus",
+        "no_plus_typo",
+    ],
 )
 def test_config_mistakes_are_one_line_with_their_fix(tmp_path, args, message):
     out = calbench("run", *args, f"results_dir={tmp_path}")

@@ -174,7 +174,15 @@ class Calibrator(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} was fitted on {self.n_classes_} classes but got "
                 f"logits with {logits.shape[1]} columns."
             )
-        return self._bounded(self._predict_proba(logits))
+        probs = self._predict_proba(logits)
+        shape = np.shape(probs)
+        if shape != logits.shape:  # a class's own _predict_proba (the metrics would blame the data)
+            raise CalbenchError(
+                f"{type(self).__name__}._predict_proba returned an array of shape {shape} "
+                f"for logits of shape {logits.shape}: it must return one row of "
+                f"{self.n_classes_} probabilities for each row of logits."
+            )
+        return self._bounded(probs)
 
     def predict(self, logits) -> np.ndarray:
         """The most probable class after calibration."""

@@ -9,6 +9,8 @@ every value checked against the calibrator's declared parameter constraints.
 from __future__ import annotations
 
 import functools
+import math
+from numbers import Number as numbers_types
 
 from sklearn.base import clone
 
@@ -72,6 +74,12 @@ def method_from_config(method: dict) -> tuple:
             f"reads it. The keys of method are: {', '.join(METHOD_KEYS)}."
         )
     params = dict(method.get("params") or {})
+    for key, value in params.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CalbenchError(
+                f"method {method.get('name')!r}: method.params.{key}={value}; a parameter is a "
+                "finite number, a name, true or false."
+            )
     calibrator = registered_calibrator(method["calibrator"], **params)  # unknown: its error
     calibrator.validate_params()
     for dataset_name, tuned in (method.get("tuned") or {}).items():
@@ -94,9 +102,31 @@ def method_from_config(method: dict) -> tuple:
                 f"{params[key]}) and searched (method.grid.{key}={values}); the grid would "
                 f"override it. Fix it with method.grid.{key}=[{params[key]}], or drop the param."
             )
-        for value in values:
+        for value in values:  # a declared constraint's words first, then what none allows
             clone(calibrator).set_params(**{key: value}).validate_params()
+        _check_grid_values(method["name"], key, values, calibrator)
     return calibrator, grid
+
+
+def _check_grid_values(name, key: str, values: list, calibrator) -> None:
+    """What no grid means, whether or not the calibrator declares a constraint for ``key``
+    (a researcher's own class often declares none): NaN or infinity as a grid point, or
+    numbers and text in one grid (``[0.5,abc]``: a typo, which her class would meet as a
+    string in its arithmetic)."""
+    for value in values:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CalbenchError(
+                f"method {name!r}: method.grid.{key} holds {value}; a grid point is a "
+                "finite number, a name, true or false."
+            )
+    declared = key in getattr(calibrator, "_parameter_constraints", {})
+    numbers = [v for v in values if isinstance(v, numbers_types) and not isinstance(v, bool)]
+    texts = [v for v in values if isinstance(v, str)]
+    if numbers and texts and not declared:
+        raise CalbenchError(
+            f"method {name!r}: method.grid.{key}={values} mixes numbers and text "
+            f"({texts[0]!r}); give numbers only, e.g. method.grid.{key}=[{numbers[0]},...]."
+        )
 
 
 def method(name: str, dataset: str | None = None, run_seed: int | None = None, **params) -> tuple:

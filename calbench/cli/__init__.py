@@ -197,6 +197,42 @@ def check_override_keys(argv: list[str]) -> None:
                     f"unknown config key {head}.{sub}{hint}: no {head} option "
                     f"reads it. The keys of {head} options are: {', '.join(known)}."
                 )
+            _check_nested_key(argv, arg, head, rest)
+
+
+def _check_nested_key(argv: list[str], arg: str, head: str, rest: str) -> None:
+    """``method.params.weight=0.5`` where the chosen method sets no ``weight``: Hydra
+    refuses to set a key its config lacks with six lines; one line says to add it with
+    ``+`` (a preset, which may choose the option, is left to Hydra)."""
+    from calbench.conf_files import override_values, read_group, root_config
+    from calbench.errors import nearest
+
+    parts = rest.split(".")
+    if len(parts) < 2:
+        return
+    chosen = None
+    for other in argv:
+        key, values = override_values(other)
+        if key == "experiment":
+            return
+        if key == head:
+            chosen = values
+    if chosen is None:
+        chosen = [next(d[head] for d in root_config()["defaults"] if head in d)]
+    options = read_group(head)
+    for option in chosen:
+        node = options.get(option)
+        if node is None:
+            return  # (a name Hydra's own check names)
+        for depth, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                where = f"{head}.{'.'.join(parts[:depth])}."
+                known = [where + k for k in node] if isinstance(node, dict) else []
+                fail(
+                    f"{head} {option!r} sets no {where}{part}"
+                    f"{nearest(where + part, known)}: to add it, write +{arg}"
+                )
+            node = node[part]
 
 
 def _run(argv: list[str]) -> None:

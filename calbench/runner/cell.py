@@ -70,19 +70,39 @@ def public_params(chosen: dict, model=None) -> dict:
 
 
 def _check_simplex(plan: CellPlan, dataset, fold, probs):
-    drift = np.abs(probs.sum(axis=1) - 1).max()
-    if not np.isfinite(probs).all():
-        raise CalbenchError(
-            f"method {plan.method!r} produced NaN or infinite probabilities on "
-            f"{dataset.name} fold {fold.index} ({int((~np.isfinite(probs)).any(axis=1).sum())} "
-            "rows); nothing was stored. Its fit failed on these scores: rescale them or "
-            "choose another method."
+    """Predictions on the simplex, or one line saying what is off and whose code made it:
+    the user's own class (``code`` in the cell's identity) is hers to mend; calbench's own
+    a bug to report."""
+    where = f"method {plan.method!r} on {dataset.name} fold {fold.index}"
+    own = "code" in plan.cell
+    whose = (
+        f"{plan.spec.method['calibrator']}'s _predict_proba must return rows of non-negative "
+        "probabilities that sum to 1"
+        if own
+        else "this is a bug in calbench's calibrator, please report it"
+    )
+    bad = ~np.isfinite(probs)
+    if bad.any():
+        cause = (
+            f"its fit with {plan.spec.method['calibrator']}'s parameters failed or {whose}"
+            if own
+            else "its fit failed on these scores: rescale them or choose another method"
         )
-    if drift > 1e-6 or (probs < 0).any():
         raise CalbenchError(
-            f"method {plan.method!r} produced predictions off the probability simplex "
-            f"on {dataset.name} fold {fold.index} (max row-sum error {drift:.3g}); "
-            "this is a bug in the calibrator, please report it."
+            f"{where} produced NaN or infinite probabilities ({int(bad.any(axis=1).sum())} "
+            f"rows); nothing was stored. {cause[0].upper()}{cause[1:]}."
+        )
+    negative = probs < 0
+    if negative.any():
+        raise CalbenchError(
+            f"{where} produced negative probabilities ({int(negative.any(axis=1).sum())} "
+            f"rows, the lowest {probs.min():.3g}); nothing was stored: {whose}."
+        )
+    drift = np.abs(probs.sum(axis=1) - 1).max()
+    if drift > 1e-6:
+        raise CalbenchError(
+            f"{where} produced rows that do not sum to 1 (largest error {drift:.3g}); "
+            f"nothing was stored: {whose}."
         )
 
 

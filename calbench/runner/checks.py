@@ -114,9 +114,10 @@ def check_method_name(method: dict) -> None:
     if known is not None and str(method.get("calibrator")) != str(known["calibrator"]):
         own = str(method.get("calibrator")).rpartition(":")[2].lower() or "my_method"
         raise CalbenchError(
-            f"method.calibrator={method.get('calibrator')} replaces the calibrator of method "
-            f"{name!r} (calibrator {known['calibrator']}) but keeps its name, so its numbers would be "
-            f"stored and ranked as {name}'s. Name your method: method.name={own}."
+            f"method.calibrator={method.get('calibrator')} replaces the calibrator of "
+            f"method {name!r} (calibrator {known['calibrator']}) but keeps its name, so its "
+            f"numbers would be stored and ranked as {name}'s. Name your method: "
+            f"method.name={own}."
         )
 
 

@@ -54,9 +54,12 @@ class Fold:
 
 
 def check_class_counts(y: np.ndarray, n_classes: int, n_folds: int, what: str) -> None:
-    """Stratified K-fold needs every class at least K times: say so before sklearn does."""
+    """Stratified K-fold needs every class it sees at least K times: say so before sklearn
+    does. A class absent from ``y`` is no fold's problem (the folds stratify the classes
+    present; the cell counts the absent one as ``calibration_classes_missing``), and lowering
+    the folds could not bring it back."""
     counts = np.bincount(y, minlength=n_classes)
-    rare = np.flatnonzero(counts < n_folds)
+    rare = np.flatnonzero((counts > 0) & (counts < n_folds))
     if len(rare):
         shown = ", ".join(f"class {c} has {counts[c]}" for c in rare[:5])
         raise CalbenchError(

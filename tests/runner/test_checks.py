@@ -34,6 +34,23 @@ from tests.runner.test_runner import plan
             'must be "auto" or a finite number >= 0',
         ),
         (["method=dir_odir", "+method.params.reg_mu=-2"], "'reg_mu' parameter"),
+        (["method=ts", "+method.params.tol=nan"], r"method.params.tol=nan; a parameter is a"),
+        (  # her own class, no constraint declared
+            [
+                "method.name=mine",
+                "method.calibrator=tests.runner.test_own_outputs:Bad",
+                "+method.grid.fault=[inf]",
+            ],
+            "method.grid.fault holds inf; a grid point is a finite number",
+        ),
+        (  # numbers and a typo, where the calibrator declares no constraint (her own)
+            [
+                "method.name=mine",
+                "method.calibrator=tests.runner.test_own_outputs:Bad",
+                "+method.grid.fault=[0.5,negative]",
+            ],
+            r"method.grid.fault=\[0.5, 'negative'\] mixes numbers and text \('negative'\)",
+        ),
         (  # her class under a library method's name would be stored as that method's
             ["method.calibrator=vs"],
             r"replaces the calibrator of method 'ts' \(calibrator ts\) .* method.name=vs\.",

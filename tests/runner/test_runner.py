@@ -120,6 +120,17 @@ def test_rare_class_is_reported_before_cv(rng):
         select_and_fit(make_calibrator("dir_l2"), {"reg_lambda": [1, 2]}, z, y, inner_folds=5)
 
 
+def test_a_class_absent_from_the_labels_is_no_fold_count_problem(rng):
+    """Lowering the folds, the old error's fix, could not bring an absent class back; the
+    folds stratify the classes present and the cell counts the absent one."""
+    z, y = overconfident_logits(rng, 300, 3)
+    y[y == 2] = 0
+    model, chosen = select_and_fit(
+        make_calibrator("dir_l2"), {"reg_lambda": [1e-3, 1.0]}, z, y, inner_folds=5
+    )
+    assert chosen["reg_lambda"] in (1e-3, 1.0) and model.predict_proba(z).shape == (300, 3)
+
+
 def test_nested_folds_partition_the_pooled_data_stratified():
     ds = load_dataset("synthetic_dirichlet", seed=0, n_cal=500, n_test=1000)
     folds = list(nested(ds, outer_folds=5, seed=3))
