@@ -32,6 +32,7 @@ from calbench.metrics import empirical_risk, log_loss, metric_spec
 from calbench.runner.cell_identity import cell_groups, cell_hash
 from calbench.runner.checks import check_run_config
 from calbench.runner.decision_task import DecisionTask, decision_task
+from calbench.runner.progress import current_sweep_point
 from calbench.runner.protocols import Fold, Protocol
 from calbench.runner.spec import CellSpec
 
@@ -158,7 +159,8 @@ class CellPlan:
     @property
     def label(self) -> str:
         """``experiment | data set | method``, the data set as tables name it (a user's file
-        by its name or stem, an HDF5 task by its file and task, not by the loader)."""
+        by its name or stem, an HDF5 task by its file and task, not by the loader), then in
+        a sweep the overrides that tell the cell from the others (`sweep_points`)."""
         dataset = self.spec.dataset
         data = dataset["name"]
         if not data and self.data is not None:
@@ -169,7 +171,9 @@ class CellPlan:
             task = str(dataset["task"])
             split = dataset.get("split_task")
             data = task.replace("/", " / ") if split else hdf5_task_name(dataset["path"], task)
-        return f"{self.spec.experiment} | {data or dataset['loader']} | {self.method}"
+        label = f"{self.spec.experiment} | {data or dataset['loader']} | {self.method}"
+        point = current_sweep_point()  # what tells it from the other cells of its sweep
+        return f"{label} | {point}" if point else label
 
     def load_dataset(self) -> Dataset:
         return load_configured_dataset(self.spec.dataset)

@@ -45,6 +45,42 @@ class _RunningCell:
         return True
 
 
+#: The overrides that tell this cell from the others of its sweep (`sweep_point`).
+_POINT = contextvars.ContextVar("calbench_sweep_point", default="")
+
+#: Override keys a cell's label names already (`calbench.runner.plan.CellPlan.label`).
+LABELLED_KEYS = ("experiment", "dataset", "method", "dataset.path", "dataset.name")
+
+
+def sweep_points(job_overrides) -> list[str]:
+    """Each job's overrides whose key takes more than one value across the sweep, except
+    those its label names already (`LABELLED_KEYS`): ``classifier=knn``,
+    ``method.params.seed=15``. Without them a sweep over classifiers or seeds printed
+    lines that differ only in their numbers."""
+    parsed = [dict(o.lstrip("+~").split("=", 1) for o in job if "=" in o) for job in job_overrides]
+    varying = [
+        k
+        for k in dict.fromkeys(k for job in parsed for k in job)
+        if len({job.get(k) for job in parsed}) > 1 and k not in LABELLED_KEYS
+    ]
+    return [", ".join(f"{k}={job[k]}" for k in varying if k in job) for job in parsed]
+
+
+@contextlib.contextmanager
+def sweep_point(words: str):
+    """The cell now running is the sweep's point ``words`` (`sweep_points`), which its
+    label shows."""
+    token = _POINT.set(words)
+    try:
+        yield
+    finally:
+        _POINT.reset(token)
+
+
+def current_sweep_point() -> str:
+    return _POINT.get()
+
+
 @contextlib.contextmanager
 def running(label: str, timer=time.perf_counter):
     """The cell now running in this process, named in its progress lines, which are timed
@@ -72,13 +108,27 @@ class GridProgress:
         if cell is None or not cell.due():
             return None
         per_fit = (self.timer() - self.started) / self.done
+        # A grid walked from the strongest penalty down fits its first points fastest (the
+        # ODIR grids: milliseconds, then seconds): one point's fits promised "about 0:00"
+        # to a cell that ran 80 s more. So no estimate before a whole point has run.
+        left = (
+            f"about {clock(per_fit * (self.total - self.done))} to go in this grid"
+            if self.done >= self.folds
+            else "time left unknown until a grid point has run"
+        )
         line = (
             f"[cell] {cell.label} | grid point {point + 1}/{self.points}, inner fold "
-            f"{fold + 1}/{self.folds} | {per_fit:.1f} s a fit | about "
-            f"{clock(per_fit * (self.total - self.done))} to go in this grid"
+            f"{fold + 1}/{self.folds} | {_seconds(per_fit)} a fit | {left}"
         )
         print(line, flush=True)
         return line
+
+
+def _seconds(value: float) -> str:
+    """``0.043 s`` (not ``0.0 s``) below a second, ``2.0 s`` below ten, ``14 s`` above."""
+    if value < 1:
+        return f"{value:.2g} s"
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
 
 
 def cell_cost(config: dict) -> float:

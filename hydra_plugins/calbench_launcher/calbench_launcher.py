@@ -83,9 +83,12 @@ class CalbenchLauncherConf:
 ConfigStore.instance().store(group="hydra/launcher", name="calbench", node=CalbenchLauncherConf)
 
 
-def _run_one(idx: int, overrides, hydra_context, config, task_function, singleton_state):
+def _run_one(idx: int, overrides, hydra_context, config, task_function, singleton_state, point=""):
     """One job, where it runs (a worker process, or this one): its sweep config composed
-    and Hydra's job run, as Hydra's launchers do. Returns (idx, its JobReturn)."""
+    and Hydra's job run, as Hydra's launchers do. Returns (idx, its JobReturn). ``point``:
+    what tells it from the sweep's other cells (`calbench.runner.progress.sweep_points`)."""
+    from calbench.runner.progress import sweep_point
+
     setup_globals()
     Singleton.set_state(singleton_state)
     sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
@@ -94,22 +97,26 @@ def _run_one(idx: int, overrides, hydra_context, config, task_function, singleto
         sweep_config.hydra.job.num = idx
     HydraConfig.instance().set_config(sweep_config)
     started = time.perf_counter()
-    ret = run_job(
-        hydra_context=hydra_context,
-        config=sweep_config,
-        task_function=task_function,
-        job_dir_key="hydra.sweep.dir",
-        job_subdir_key="hydra.sweep.subdir",
-    )
+    with sweep_point(point):
+        ret = run_job(
+            hydra_context=hydra_context,
+            config=sweep_config,
+            task_function=task_function,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
     return idx, ret, time.perf_counter() - started
 
 
-def _run_cell(idx: int, overrides, config: dict, choices: dict, cell):
+def _run_cell(idx: int, overrides, config: dict, choices: dict, cell, point=""):
     """One job that calbench's composer composed: calbench's cell on its plain config.
-    A failure is the job's, as Hydra's ``run_job`` records it."""
+    A failure is the job's, as Hydra's ``run_job`` records it. ``point`` as `_run_one`'s."""
+    from calbench.runner.progress import sweep_point
+
     started = time.perf_counter()
     try:
-        value = cell(config, choices.get("experiment"))
+        with sweep_point(point):
+            value = cell(config, choices.get("experiment"))
         status = JobStatus.COMPLETED
     except (Exception, SystemExit) as exc:  # the sweep reports it and goes on
         value, status = exc, JobStatus.FAILED
@@ -268,7 +275,9 @@ class CalbenchLauncher(Launcher):
     def _jobs(self, job_overrides, initial_job_idx):
         """(the function that runs a job where it runs; each job's arguments, lazily; each
         job's method and `cell_cost`, for the sweep's estimate of the time left)."""
-        cell = self._cell()
+        from calbench.runner.progress import sweep_points
+
+        cell, points = self._cell(), sweep_points(job_overrides)
         if cell is None:
             state = Singleton.get_state()
             context, config, task = self.hydra_context, self.config, self.task_function
@@ -276,7 +285,7 @@ class CalbenchLauncher(Launcher):
             return (
                 _run_one,
                 (
-                    (initial_job_idx + i, overrides, context, config, task, state)
+                    (initial_job_idx + i, overrides, context, config, task, state, points[i])
                     for i, overrides in enumerate(job_overrides)
                 ),
                 [(m, 1.0) for m in methods],  # no config before the job composes its own
@@ -293,7 +302,7 @@ class CalbenchLauncher(Launcher):
         return (
             _run_cell,
             (
-                (initial_job_idx + i, overrides, *composer.resolved(overrides), cell)
+                (initial_job_idx + i, overrides, *composer.resolved(overrides), cell, points[i])
                 for i, overrides in enumerate(job_overrides)
             ),
             costs,

@@ -4,7 +4,15 @@ sweep's estimate of the time left weighs cells by their cost, not as equals."""
 import numpy as np
 
 from calbench.runner import progress
-from calbench.runner.progress import GridProgress, SweepEstimate, cell_cost, running
+from calbench.runner.progress import (
+    GridProgress,
+    SweepEstimate,
+    cell_cost,
+    running,
+    sweep_point,
+    sweep_points,
+)
+from tests.runner.test_runner import plan
 
 
 class FakeTimer:
@@ -32,6 +40,18 @@ def test_a_long_cell_reports_points_folds_and_seconds_a_fit(capsys):
     )
     assert len(printed) == 1 + int((360 - 10) // progress.REPORT_EVERY)
     assert capsys.readouterr().out.splitlines() == printed
+
+
+def test_no_time_left_is_promised_from_a_grid_points_first_fits(capsys):
+    """A strongest-first grid's first fits are its fastest: one fit of 40 ms after 12 s of
+    the cell's other work once printed "0.0 s a fit | about 0:00 to go"."""
+    timer = FakeTimer()
+    with running("exp | data | dir_l2", timer=timer):
+        timer.now = 12.0
+        grid = GridProgress(points=36, folds=5, timer=timer)
+        timer.now += 0.04
+        line = grid.fitted(0, 0)
+    assert line.endswith("| 0.04 s a fit | time left unknown until a grid point has run")
 
 
 def test_a_quick_cell_and_a_fit_outside_a_cell_print_nothing(capsys):
@@ -103,3 +123,26 @@ def test_after_a_quarter_of_a_sweep_the_estimate_is_within_a_factor_of_two():
     assert estimate.untimed() == []
     truth = sum(seconds[quarter:])
     assert truth / 2 <= estimate.to_go() <= 2 * truth
+
+
+def test_a_sweeps_lines_name_what_tells_its_cells_apart():
+    """A sweep over classifiers printed three lines ``kull_uci_offline | keel_iris | uncal``
+    with three numbers and nothing to say which was which."""
+    jobs = [
+        ["method=uncal", "dataset=keel_iris", "classifier=knn", "method.params.seed=15"],
+        ["method=uncal", "dataset=keel_iris", "classifier=lda", "method.params.seed=15"],
+        ["method=ts", "dataset=keel_wine", "classifier=knn", "method.params.seed=16"],
+    ]
+    assert sweep_points(jobs) == [
+        "classifier=knn, method.params.seed=15",
+        "classifier=lda, method.params.seed=15",
+        "classifier=knn, method.params.seed=16",
+    ]
+    assert sweep_points([["method=ts", "dataset.path=a.npz"], ["method=vs"]]) == ["", ""]
+
+
+def test_a_cells_label_shows_its_sweep_point():
+    cell = plan("method=vs")
+    assert cell.label == "default | synthetic_dirichlet | vs"
+    with sweep_point("dataset.seed=1"):
+        assert cell.label == "default | synthetic_dirichlet | vs | dataset.seed=1"
