@@ -34,8 +34,11 @@ def check_choice(value, name: str, owner: str, choices) -> str:
 
 
 def nearest(name, known) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``known`` to ``name``, or nothing."""
-    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to ``name``, or nothing. A name
+    of two or three letters is one letter off at a similarity of 0.5 to 0.67 (``tz`` and
+    ``ts``), below difflib's default 0.6: for those, 0.5."""
+    cutoff = 0.5 if len(str(name)) <= 3 else 0.6
+    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=cutoff)
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
@@ -50,8 +53,11 @@ def unknown_name(kind: str, name, known, hint: str = "") -> CalbenchError:
     # A long list is one line no one reads: its close matches, then how many there are.
     shown = names if len(names) <= 15 else difflib.get_close_matches(str(name), names, n=5)
     listed = ", ".join(shown)
-    if len(shown) < len(names):
-        listed = f"{listed}{', ' if listed else ''}... ({len(names)} in all"
+    if not shown:  # (a bare "..." read as if the list had been cut off by mistake)
+        listed = f"none close to it ({len(names)} in all"
+        listed += f"; `calbench list {kind}s` lists them)" if kind in LISTABLE else ")"
+    elif len(shown) < len(names):
+        listed = f"{listed}, ... ({len(names)} in all"
         listed += f"; `calbench list {kind}s` lists them)" if kind in LISTABLE else ")"
     return CalbenchError(f"Unknown {kind} {name!r}{nearest(name, known)}; known: {listed}.{hint}")
 

@@ -134,7 +134,12 @@ def method(name: str, dataset: str | None = None, run_seed: int | None = None, *
     then ``params`` (a parameter set here is no longer searched); ``dataset`` picks the
     parameters a ``tuned`` method was given for it; ``run_seed`` fills ``${seed}`` (the run's
     default otherwise). `calbench.runner.selection.select_and_fit` searches the grid as the
-    protocol does."""
+    protocol does. ``module:Class``, your own class, as ``make_calibrator`` makes it: with
+    ``params``, and no grid (``method.calibrator=module:Class`` on the command line)."""
+    if ":" in name and name not in method_configs():
+        if dataset is not None:
+            raise CalbenchError(f"{name} has no per-data-set parameters; drop dataset=.")
+        return method_from_config({"name": name, "calibrator": name, "params": params})
     if name not in method_configs():
         raise CalbenchError(
             f"Unknown method {name!r}{nearest(name, method_configs())}; "

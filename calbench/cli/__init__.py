@@ -29,9 +29,12 @@ commands:
   claims EXPERIMENT      the papers' headline claims checked on each task: holds/fails/undecided
   reproduce PRESET       run a paper preset on the data present; published vs calbench report
   import calarena DIR    a benchmark's published per-task results as experiments of the store
+  metric-truth           every calibration-error estimator against the known truth
   data list|fetch|verify the papers' data sets: what is present, download, checksums
+       example|has|present|tasks  the tour's two models; whether sets or a preset's are
+                         here; an HDF5 file's tasks as one sweep value (`calbench data -h`)
   store verify [--repair] every stored file checked; damaged cells moved aside to recompute
-  list KIND [--json]     methods, metrics, presets, datasets or tables, one line each
+  list KIND [--json]     methods, calibrators, metrics, presets, datasets or tables
 """
 
 
@@ -52,6 +55,19 @@ COMMANDS = {
 }
 
 
+def one_line_warnings() -> None:
+    """Warnings as one line each, as calbench's errors are: Python's own form adds the
+    warning's file and line and the source line after it ("return build("), which name
+    calbench's code, not what the user did."""
+    import warnings
+
+    def line(message, category, filename, lineno, source=None):  # noqa: ARG001
+        own = f"{os.sep}calbench{os.sep}" in filename
+        return f"calbench: warning: {message}\n" if own else f"{category.__name__}: {message}\n"
+
+    warnings.formatwarning = line
+
+
 def fail(message: str) -> None:
     print(f"calbench: error: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -67,6 +83,7 @@ def run_and_store_cell(config, experiment_choice: str | None) -> dict:
     from calbench.runner.job import found_stored, run_job
     from calbench.runner.plan import plan_cell
 
+    one_line_warnings()  # (in a sweep's worker process too)
     check_experiment_choice(experiment_choice)
     plan = plan_cell(config)
     stored_before = found_stored(plan)
@@ -284,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE)
         return
     command, rest = argv[0], argv[1:]
+    one_line_warnings()
     try:
         if command == "run":
             started = time.time()

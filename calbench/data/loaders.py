@@ -36,6 +36,10 @@ def _existing_file(path, what: str) -> Path:
     if path is None or str(path) in ("", "???"):
         raise CalbenchError(f"No file given for {what}; set dataset.path=FILE.")
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise CalbenchError(
+            f"{what} file {str(p)!r} is a folder; name a file in it (dataset.path=FOLDER/FILE)."
+        )
     if not p.is_file():
         raise CalbenchError(
             f"{what} file {str(p)!r} does not exist. Put it there (the papers' logit sets "

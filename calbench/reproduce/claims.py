@@ -169,7 +169,7 @@ def to_markdown(experiment: str, checked: pd.DataFrame, settings: BootstrapSetti
         lines += [
             f"**{md_text(claim)}**",
             "",
-            "| task | verdict | lead [interval] | method | best other |",
+            "| task | verdict | lead [interval] | its value | best other, its value |",
             "|---|---|---|---|---|",
         ]
         for _, r in part.iterrows():

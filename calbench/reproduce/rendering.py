@@ -82,7 +82,9 @@ def render_markdown(preset: str, report: pd.DataFrame, lines: list[str]) -> str:
         "than the tolerance the note justifies; *verified cause* = differs, and the paper's "
         "own procedure, run in calbench (column *procedure*: its spread over seeds or folds, "
         "and how many draws lie below the printed value, round to it and lie above it), "
-        "holds the printed value; *unexplained* = differs otherwise (the note says what is known "
+        "holds the printed value; *cause not verified* = differs, the note states a cause, and "
+        "the procedure that would verify it has not run here (`calbench reproduce` without "
+        "`--fast` runs it); *unexplained* = differs otherwise (the note says what is known "
         "and what is not verified); *not run* = no stored cell. *cells*: the config hashes "
         "of the stored cells the numbers came from (`store/HASH.csv|yaml`).",
         "",

@@ -130,7 +130,11 @@ def blocks_to_tell_apart(
     """Per method, about how many blocks (data sets) a benchmark needs for the 95% interval
     of its win-rate gap to ``leader`` to exclude 0, at the gap observed: the interval's
     half-width shrinks as 1 / sqrt(blocks), so ``n_blocks (z se / gap)^2`` with ``se`` the
-    bootstrap spread of the gap here. NaN for the leader; inf where the gap is 0."""
+    bootstrap spread of the gap here. NaN for the leader; inf where the gap is 0. NaN for
+    all from one block: every resample is that block, the spread is 0 and the formula said
+    "0 blocks" where it can say nothing."""
+    if n_blocks < 2:
+        return np.full(len(rate), np.nan)
     gaps = rate[leader] - rate
     spread = (boot_rates[:, leader : leader + 1] - boot_rates).std(axis=0, ddof=1)
     z = norm.ppf(1 - alpha / 2)

@@ -344,12 +344,18 @@ def report_failures(done: list, total: int, results_dir: Path) -> None:
     except OSError:
         where = ""
     not_run = total - len(done)
+    stored = len(done) - len(failed)
+    after = (
+        "The other cells are stored; the same command again retries only the failed ones."
+        if stored
+        else "No cell was stored."
+    )
     print(
         f"\n[sweep] {len(failed)} of {total} cells failed"
         + (f", {not_run} not run (fail_fast)" if not_run else "")
         + f"{where}:\n"
         + "\n".join(f"  {line}" for line in lines)
-        + "\nThe other cells are stored; the same command again retries only the failed ones.",
+        + f"\n{after}",
         file=sys.stderr,
         flush=True,
     )

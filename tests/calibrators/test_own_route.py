@@ -65,3 +65,10 @@ def test_the_own_calibrator_is_made_and_fitted_by_name():
     p = shrink.predict_proba(z)
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
     assert shrink.certainty() == "never"
+
+
+def test_method_takes_module_class_as_make_calibrator_does():
+    """own-scores.md: "a name means in Python what it means on the command line";
+    ``method("my_calibrator:Shrink")`` said "Unknown method"."""
+    calibrator, grid = method(OWN_CALIBRATOR, weight=0.8)
+    assert isinstance(calibrator, Shrink) and calibrator.weight == 0.8 and grid == {}

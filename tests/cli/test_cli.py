@@ -356,3 +356,24 @@ def test_progress_lines_name_your_file_not_its_loader(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("[stored] default | my_model | ts | log_loss ")
     assert set(stored(tmp_path)["dataset"]) == {"my_model"}
+
+
+def test_a_class_absent_from_the_calibration_labels_is_one_warning_line(tmp_path):
+    """Python's form of it named calbench's source line (``loaders.py:134``, ``return
+    build(``); and inner CV refused the data with a fix (fewer folds) that could not help."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(600, 4))
+    y = z.argmax(axis=1)
+    y_cal = np.where(y[:300] == 3, 2, y[:300])
+    path = tmp_path / "scores.npz"
+    np.savez(path, logits_cal=z[:300], y_cal=y_cal, logits_test=z[300:], y_test=y[300:])
+    out = calbench("run", "dataset=npz", "dataset.path=scores.npz", "method=dir_l2", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    assert lines[0] == (
+        "calbench: warning: scores.npz: 1 of 4 classes never occur in y_cal (3); calibrators "
+        "cannot learn them, and their rows say so (calibration_classes_missing)."
+    )
+    assert all(line.startswith("calbench: warning: ") for line in lines), lines

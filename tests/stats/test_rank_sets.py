@@ -33,6 +33,9 @@ def test_blocks_needed_follow_the_square_root_law():
     assert far[1] == pytest.approx(needed[1] / 4, rel=1e-4)
     tied = blocks_to_tell_apart(np.array([0.6, 0.6]), draws, 20, leader=0)
     assert np.isinf(tied[1])
+    # One block: every resample is it, no spread; "0 blocks" was shown for each method.
+    one = np.tile([0.6, 0.5], (100, 1))
+    assert np.isnan(blocks_to_tell_apart(np.array([0.6, 0.5]), one, 1, leader=0)).all()
 
 
 def test_a_leaderboard_over_few_data_sets_says_its_intervals_cannot_be_trusted(tmp_path):
