@@ -83,8 +83,9 @@ def _group_rows(root: Path, header: bytes, cells: list, damaged: dict) -> pd.Dat
             damaged.update(exc.problems)
     if damaged:
         return part  # not read: the caller raises
-    part["setting"] = np.repeat([s for s, _ in settings], counts)
-    part["content"] = np.repeat([c for _, c in settings], counts)
+    part["setting"] = np.repeat([s for s, _, _ in settings], counts)
+    part["content"] = np.repeat([c for _, c, _ in settings], counts)
+    part["code"] = np.repeat([c for _, _, c in settings], counts)
     return part
 
 
@@ -142,9 +143,10 @@ def _first_of_each(part: pd.DataFrame, column: str, counts: list[int]) -> list[s
     return [str(v) if v == v else "" for v in part[column].to_numpy()[starts]]
 
 
-def _setting(config_file: Path, fallback: str, sealed: bool, digest: str) -> tuple[str, str]:
-    """A hash of a stored cell's config without its method and criterion sections, and the
-    content of the user's files it read ("" for other data; `calbench.data.identity`).
+def _setting(config_file: Path, fallback: str, sealed: bool, digest: str) -> tuple:
+    """A hash of a stored cell's config without its method and criterion sections, the
+    content of the user's files it read ("" for other data; `calbench.data.identity`), and
+    a hash of the user's code it ran ("" for calbench's own; `calbench.runner.code`).
     The config must be the one its rows name (``digest``); a cell with sealed rows has one
     beside it, one an earlier calbench stored may not (it is then never superseded)."""
     try:
@@ -152,7 +154,7 @@ def _setting(config_file: Path, fallback: str, sealed: bool, digest: str) -> tup
     except FileNotFoundError:
         if sealed:
             raise DamagedCells({config_file: "its config is missing (removed?)"}) from None
-        return fallback, ""
+        return fallback, "", ""
     problem = config_mismatch(data, digest) or config_damage(data)
     if problem:
         raise DamagedCells({config_file: problem})
@@ -163,23 +165,31 @@ def _setting(config_file: Path, fallback: str, sealed: bool, digest: str) -> tup
     ignored = ("method", "criterion", "rescored", "data", "code", "shape")
     files = (config.get("data") or {}).get("files") or []
     content = "+".join(str(f.get("sha256")) for f in files)
-    return config_hash({k: v for k, v in config.items() if k not in ignored}), content
+    code = config_hash(config["code"]) if config.get("code") else ""
+    return config_hash({k: v for k, v in config.items() if k not in ignored}), content, code
 
 
 def superseded_cells(frame: pd.DataFrame) -> list[str]:
     """Config hashes of cells that a more recently written cell replaces: one with the same
     labels and the same setting (all but method and criterion configs), or, for a data set
     read from the user's files, any cell of the same setting computed on the files' newest
-    content (scores written again to the same path make every older cell stale)."""
+    content (scores written again to the same path make every older cell stale); and, for a
+    method of the user's own code, any cell of that method computed by code other than its
+    newest cell's (an edit, then a rerun on one data set only, left the other data sets'
+    cells of the old code in the same column, unmarked)."""
     if frame.empty or "setting" not in frame:
         return []
     key = LABELS + ["setting"]
-    columns = [*key, "config_hash", "written", "content"]
-    cells = frame.drop_duplicates("config_hash").reindex(columns=columns).fillna({"content": ""})
-    cells = cells.sort_values("written")
+    columns = [*key, "config_hash", "written", "content", "code"]
+    cells = frame.drop_duplicates("config_hash").reindex(columns=columns)
+    cells = cells.fillna({"content": "", "code": ""}).sort_values("written")
     replaced = set(cells[cells.duplicated(key, keep="last")]["config_hash"])
-    read_files = cells[cells["content"] != ""]
-    if not read_files.empty:
-        newest = read_files.groupby(["experiment", "setting"])["content"].transform("last")
-        replaced |= set(read_files[read_files["content"] != newest]["config_hash"])
+    for column, group in (
+        ("content", ["experiment", "setting"]),
+        ("code", ["experiment", "method"]),
+    ):
+        own = cells[cells[column] != ""]
+        if not own.empty:
+            newest = own.groupby(group)[column].transform("last")
+            replaced |= set(own[own[column] != newest]["config_hash"])
     return sorted(replaced)

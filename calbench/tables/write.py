@@ -108,9 +108,10 @@ def _wanted_experiments(results: Results, experiment, echo: bool):
     old = results.superseded()
     if old and echo:
         print(
-            f"note: {len(old)} stored cell(s) share their labels with a newer cell (a config "
-            f"changed between runs) and are left out of the tables: "
-            f"{', '.join(sorted(old)[:5])}{' ...' if len(old) > 5 else ''} in {store.root}."
+            f"note: {len(old)} stored cell(s) are superseded by newer ones (a config, the "
+            f"files read or your calibrator's code changed since) and are left out of the "
+            f"tables: {', '.join(sorted(old)[:5])}{' ...' if len(old) > 5 else ''} in "
+            f"{store.root}; the sweep that made them, run again, computes them as they are now."
         )
     present = sorted(set(rows["experiment"])) if not rows.empty else []
     wanted = [e for e in ([experiment] if experiment else present) if e in present]

@@ -74,6 +74,22 @@ def test_an_edited_calibrator_or_a_module_it_imports_is_computed_again(tmp_path)
     assert len(_shrink_log_loss(tmp_path)) == 1  # tables show the newest code's cell only
 
 
+def test_tables_show_no_cell_of_her_code_before_its_edit(tmp_path):
+    """Edited, then rerun on one of her two models only: the other model's cell of the old
+    code stood in the same column, unmarked (a newcomer's audit, 2026-11-29). It is left
+    out, and said to be."""
+    assert calbench(tmp_path, "data", "example").returncode == 0
+    (tmp_path / "weights.py").write_text("WEIGHT = 0.9\n")
+    (tmp_path / "shrink.py").write_text(CALIBRATOR.format(helper="weights"))
+    own = ["run", "method=uncal", "method.name=shrink", "method.calibrator=shrink:Shrink"]
+    assert calbench(tmp_path, *own, "dataset=npz", "dataset.path=model_b.npz").returncode == 0
+    (tmp_path / "weights.py").write_text("WEIGHT = 0.5\n")
+    assert calbench(tmp_path, *own, "dataset=npz", "dataset.path=model_a.npz").returncode == 0
+    assert len(_shrink_log_loss(tmp_path)) == 1  # model_a's, of the edited code
+    tables = calbench(tmp_path, "tables")
+    assert "1 stored cell(s) are superseded by newer ones" in tables.stdout, tables.stdout
+
+
 def test_calbenchs_own_methods_and_installed_packages_are_not_the_users_code():
     from calbench.calibrators import make_calibrator
 
