@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 import time
 
 #: Seconds a cell runs before it reports its progress, and between its lines.
@@ -81,15 +82,35 @@ def current_sweep_point() -> str:
     return _POINT.get()
 
 
+#: Seconds a cell with no grid to report runs before it says it is still running, and
+#: between those lines (a forest's depth search ran 158 s without a word).
+HEARTBEAT_EVERY = 60.0
+
+
 @contextlib.contextmanager
 def running(label: str, timer=time.perf_counter):
     """The cell now running in this process, named in its progress lines, which are timed
-    from its start (its grid searches, one per outer fold, report into it)."""
-    token = _CELL.set(_RunningCell(label, timer))
+    from its start (its grid searches, one per outer fold, report into it); where none has
+    printed for `HEARTBEAT_EVERY` seconds, a line says it is still running."""
+    cell = _RunningCell(label, timer)
+    token = _CELL.set(cell)
+    stop = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(cell, stop), daemon=True)
+    beat.start()
     try:
         yield
     finally:
+        stop.set()
         _CELL.reset(token)
+
+
+def _heartbeat(cell: _RunningCell, stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        now = cell.timer()
+        quiet = now - (cell.last if cell.last is not None else cell.started)
+        if quiet >= HEARTBEAT_EVERY:
+            cell.last = now
+            print(f"[cell] {cell.label} | running, {clock(now - cell.started)} so far", flush=True)
 
 
 class GridProgress:

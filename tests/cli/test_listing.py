@@ -33,6 +33,8 @@ def test_methods_say_family_input_and_what_they_search(capsys):
     assert records["dir_odir"]["input"] == "probabilities"
     assert records["ts_knn_kl"]["family"] == "composition"
     assert records["spline_gupta"]["searched"] == "-"
+    # runs on the data sets its authors tuned it for only (it said "-")
+    assert records["dir_odir_gupta_keras"]["searched"] == "tuned: 8 data sets only"
     main(["list", "calibrators", "--json"])
     records = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert records["dir_l2"]["fixes"] == "regularization=l2"

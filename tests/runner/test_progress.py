@@ -1,6 +1,8 @@
 """Progress a user can trust: a long cell reports its grid search as it goes, and a
 sweep's estimate of the time left weighs cells by their cost, not as equals."""
 
+import time
+
 import numpy as np
 
 from calbench.runner import progress
@@ -146,3 +148,18 @@ def test_a_cells_label_shows_its_sweep_point():
     assert cell.label == "default | synthetic_dirichlet | vs"
     with sweep_point("dataset.seed=1"):
         assert cell.label == "default | synthetic_dirichlet | vs | dataset.seed=1"
+
+
+def test_a_long_cell_without_a_grid_says_it_is_still_running(monkeypatch, capsys):
+    """A forest's depth search (no inner-CV grid to report) ran 158 s without a word."""
+    timer, seen = FakeTimer(), ""
+    with running("exp | data | forest", timer=timer):
+        timer.now = 75.0  # 75 s in, none of its lines printed
+        deadline = time.monotonic() + 10
+        while "running" not in seen and time.monotonic() < deadline:
+            time.sleep(0.1)
+            seen += capsys.readouterr().out
+    assert seen == "[cell] exp | data | forest | running, 1:15 so far\n"
+    with running("exp | data | quick", timer=FakeTimer()):
+        time.sleep(1.5)  # a quick cell (its clock at 0 s) prints nothing
+    assert capsys.readouterr().out == ""
