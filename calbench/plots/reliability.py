@@ -146,23 +146,64 @@ def _frequency_band(scores, outcomes, y, n_bins, settings):
     return lower, upper
 
 
+#: Points at which the smoothed curve is evaluated over [0, 1] (relplot draws 200; more
+#: here so that the part drawn, within the observed confidences, keeps its detail).
+SMOOTH_MESH = 1001
+#: The kernel's summed weight below which the smoothed accuracy is not drawn: there the
+#: 1e-4 floor relplot adds to the density (`calbench.metrics.smooth`) moves it by over 1%.
+NEGLIGIBLE_WEIGHT = 1e-2
+
+
+def smoothed_line(probs, y, bandwidth=None) -> dict:
+    """`smoothed_reliability`'s curve restricted to where data says something: ``t`` and
+    ``accuracy`` only between the smallest and the largest observed confidence (ends
+    included, interpolated), and only where the kernel's summed weight is at least
+    `NEGLIGIBLE_WEIGHT` (NaN elsewhere, a break in the line). Outside the observed range the
+    kernel average is an extrapolation: it is the outcome of the one or two outermost rows
+    (an accuracy of 0.8 at a confidence of 0.15 on 4 classes, where no confidence can be
+    below 1/4), then the floor pulls it to 0. Top-label confidences are at least 1/k, so
+    the line never starts below 1/k. smECE itself (``smooth_ece``) is unchanged."""
+    probs = np.asarray(probs)
+    curve = smoothed_reliability(probs, y, bandwidth, points=SMOOTH_MESH)
+    mesh, confidence = curve["mesh"], probs.max(axis=1)
+    low, high = confidence.min(), confidence.max()
+    inside = (mesh > low) & (mesh < high)
+    t = np.concatenate([[low], mesh[inside], [high]])
+    accuracy = np.interp(t, mesh, curve["accuracy"])
+    weight = np.interp(t, mesh, curve["density"]) * len(confidence)  # sum_i K(t, f_i)
+    accuracy[weight < NEGLIGIBLE_WEIGHT] = np.nan
+    return {**curve, "t": t, "line": accuracy, "line_density": weight / len(confidence)}
+
+
 def smooth_reliability_diagram(ax, probs, y, title="", legend=True):
     """Błasiok and Nakkiran's smoothed reliability diagram of the confidence on ``ax``: the
-    kernel-smoothed accuracy against the confidence (`smoothed_reliability`, relplot's
-    line, as wide as the density there), the diagonal, and the confidences' density shaded
-    along the bottom; the title carries smooth ECE and the bandwidth."""
-    curve = smoothed_reliability(np.asarray(probs), y)
+    kernel-smoothed accuracy against the confidence (`smoothed_line`: relplot's line,
+    as wide as the density there, drawn only over the observed confidences), the diagonal,
+    the confidences' density shaded along the bottom and the confidences no top label can
+    have (below 1/k) hatched; the title carries smooth ECE and the bandwidth."""
+    probs = np.asarray(probs)
+    curve = smoothed_line(probs, y)
     mesh, density = curve["mesh"], curve["density"]
-    shade = 0.25 * density / density.max() if density.max() > 0 else density
-    ax.fill_between(mesh, 0, shade, color="#bbbbbb", label="density of confidences")
+    floor = 1.0 / probs.shape[1]
+    peak = max(density.max(), 1e-12)
+    possible = mesh >= floor  # the kernel's tail below 1/k is no confidence either
+    ax.fill_between(
+        mesh[possible], 0, 0.25 * density[possible] / peak, color="#bbbbbb",
+        label="density of confidences",
+    )  # fmt: skip
+    ax.axvspan(
+        0, floor, facecolor="#f4f4f4", hatch="//", edgecolor="#cccccc", linewidth=0,
+        label=f"confidence < 1/k (k={probs.shape[1]}): none",
+    )  # fmt: skip
     ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
-    # As relplot draws it: the line's width follows the density, so stretches with next to
-    # no confidences there (where the ratio of two tiny sums swings) fade out.
-    points = np.column_stack([mesh, curve["accuracy"]])
+    # As relplot draws it: the line's width follows the density, so stretches with few
+    # confidences there (where the ratio of two small sums swings) fade out.
+    points = np.column_stack([curve["t"], curve["line"]])
     segments = np.stack([points[:-1], points[1:]], axis=1)
-    widths = 0.3 + 2.7 * np.sqrt(density[:-1] / max(density.max(), 1e-12))
-    ax.add_collection(LineCollection(segments, linewidths=widths, colors="#d65f5f"))
-    ax.plot([], [], color="#d65f5f", linewidth=2, label="smoothed accuracy")
+    drawn = ~np.isnan(segments).any(axis=(1, 2))
+    widths = 0.3 + 2.7 * np.sqrt(curve["line_density"][:-1] / peak)
+    ax.add_collection(LineCollection(segments[drawn], linewidths=widths[drawn], colors="#d65f5f"))
+    ax.plot([], [], color="#d65f5f", linewidth=2, label="smoothed accuracy (observed range)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("confidence")
