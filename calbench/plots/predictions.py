@@ -206,6 +206,14 @@ def _finish(fig, title: str, legend_from=None) -> None:
         figure_legend(fig, legend_from)
 
 
+def class_label(first_class: str | None) -> str:
+    """How the class panels name the first class: ``class 1``, with the data set's own name
+    for it beside where it has another (``class 1 (cat)``; not ``class 1 (class 1)``)."""
+    if first_class is None or first_class == "class 1":
+        return "class 1"
+    return f"class 1 ({first_class})"
+
+
 def reliability_figures(
     experiment, task: Task, out_dir, formats, stem, bands=None, shown=None, first_class=None
 ) -> list[Path]:
@@ -213,7 +221,7 @@ def reliability_figures(
     each bar's bootstrap interval; ``first_class``: that class's name), smoothed reliability
     diagrams and KS graphs of the ``shown`` methods (default: `reliability_methods`), at
     most `PANELS_PER_ROW` a row."""
-    named = "class 1" if first_class is None else f"class 1 ({first_class})"
+    named = class_label(first_class)
     shown = shown or reliability_methods(task)[0]
     pooled = {m: task.pooled(m) for m in shown}  # stacked once for the three figures
     title = f"{experiment}: {task.label}"

@@ -1,5 +1,5 @@
 """What the per-task figures draw and print is what the data say: the smoothed reliability
-curve only where confidences were observed."""
+curve only where confidences were observed, and a class named once."""
 
 import re
 
@@ -69,3 +69,26 @@ def test_the_smoothed_curve_breaks_where_the_floor_would_make_it(rng):
     assert np.isnan(curve["line"][gap]).all()
     assert (curve["line_density"][gap] * len(y) < NEGLIGIBLE_WEIGHT).all()
     assert not np.isnan(curve["line"][[0, -1]]).any()
+
+
+def test_a_class_named_as_its_default_is_named_once(monkeypatch, rng):
+    """The synthetic data's classes are called "class 1", "class 2", ...: its panels said
+    "class 1 (class 1)"."""
+    from types import SimpleNamespace
+
+    import calbench.plots.predictions as predictions
+
+    assert predictions.class_label("class 1") == "class 1"
+    assert predictions.class_label(None) == "class 1"
+    assert predictions.class_label("cat") == "class 1 (cat)"
+    figures = []
+    monkeypatch.setattr(predictions, "save_figure", lambda fig, *a: figures.append(fig) or [])
+    fold = SimpleNamespace(probs=rng.dirichlet(np.ones(3), size=200), y=rng.integers(0, 3, 200))
+    task = predictions.Task("d", "none", {"ts": [fold]}, "h")
+    predictions.reliability_figures("e", task, None, ["png"], "e", first_class="class 1")
+    reliability = figures[0]
+    titles = [ax.get_title() for ax in reliability.axes] + [reliability._suptitle.get_text()]
+    assert not any("class 1 (class 1)" in t for t in titles)
+    assert "ts: class 1" in titles
+    for fig in figures:
+        plt.close(fig)
