@@ -15,16 +15,30 @@ from calbench.stats.bootstrap import BootstrapSettings, fold_indices, interval
 
 
 def reliability_diagram(
-    ax, probs, y, n_bins=10, class_index=None, title="", bands=None, legend=True, class_name=None
+    ax,
+    probs,
+    y,
+    n_bins=15,
+    class_index=None,
+    title="",
+    bands=None,
+    legend=True,
+    class_name=None,
+    fold_sizes=None,
+    ece_name="confidence_ece",
 ):
     """Confidence reliability (``class_index=None``) or class-j reliability on ``ax``.
 
     Blue bars: observed frequency per equal-width bin; red bars: the gap from the mean
     predicted value to it, drawn at the mean prediction; dotted diagonal: calibration;
-    numbers above the axis: samples per bin (the legend says so). ``bands``
-    (`BootstrapSettings`): each bar's bootstrap interval over resampled test sets as an
-    error bar (stratified by label, as the tables' intervals). ``legend=False`` leaves the
-    legend to the figure (`figure_legend`), below the panels, where it covers no bar.
+    numbers above the axis: samples per bin (the legend says so). The box top left: the
+    ECE of these bins (`binned_ece`: with ``fold_sizes``, the rows being those folds' test
+    rows one after another, the mean over the folds, as the tables print it), under
+    ``ece_name`` for the confidence (the tables' name where they bin it so) and as the ECE
+    of the class otherwise. ``bands`` (`BootstrapSettings`): each bar's bootstrap interval over
+    resampled test sets as an error bar (stratified by label, as the tables' intervals).
+    ``legend=False`` leaves the legend to the figure (`figure_legend`), below the panels,
+    where it covers no bar.
     """
     scores, outcomes, ylabel = _scores_and_outcomes(probs, y, class_index, class_name)
     counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, "equal_width")
@@ -44,24 +58,34 @@ def reliability_diagram(
             label=f"{100 * (1 - bands.alpha):g}% bootstrap",
         )
     ax.plot([0, 1], [0, 1], ":", color="black", linewidth=1)
-    _draw_ece(ax, binned_ece(scores, outcomes, y, n_bins, bands or BootstrapSettings()), bands)
+    settings = bands or BootstrapSettings()
+    ece = binned_ece(scores, outcomes, y, n_bins, settings, fold_sizes)
+    _draw_ece(ax, ece, settings, _ece_name(class_index, class_name, ece_name), n_bins, fold_sizes)
     for c, n in zip(centres[filled], counts[filled], strict=True):
         ax.text(c, 1.01, f"{int(n)}", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_xlabel(
-        "confidence"
-        if class_index is None
-        else f"predicted p({class_name})"
-        if class_name
-        else f"predicted p{class_index + 1}"
-    )
+    ax.set_xlabel(_score_label(class_index, class_name))
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9, pad=30)
     ax.plot([], [], " ", label="top: n per bin")
     if legend:
         ax.legend(loc="upper left", fontsize=7)
     return ax
+
+
+def _ece_name(class_index, class_name, ece_name) -> str:
+    """The panel's ECE: ``ece_name`` for the confidence's, or the ECE of one class (no
+    table has it alone)."""
+    if class_index is None:
+        return ece_name
+    return f"ECE of {class_name or f'class {class_index + 1}'}"
+
+
+def _score_label(class_index, class_name) -> str:
+    if class_index is None:
+        return "confidence"
+    return f"predicted p({class_name})" if class_name else f"predicted p{class_index + 1}"
 
 
 def _scores_and_outcomes(probs, y, class_index, class_name):
@@ -98,14 +122,17 @@ def _draw_bars(ax, centres, mean_score, mean_outcome, width) -> None:
     )
 
 
-def _draw_ece(ax, ece_interval, bands) -> None:
-    """The binned ECE with its recentred bootstrap interval, top left."""
+def _draw_ece(ax, ece_interval, settings, name, n_bins, fold_sizes) -> None:
+    """The binned ECE, what it is (its name, its bins, a fold mean or not) and its
+    recentred bootstrap interval, top left."""
     ece, low, high = ece_interval
-    level = 100 * (1 - (bands or BootstrapSettings()).alpha)
+    folds = len(fold_sizes or [1])
+    how = f"{n_bins} equal-width bins" + (f", mean of {folds} folds" if folds > 1 else "")
     ax.text(
         0.03,
         0.97,
-        f"ECE {ece:.4f}\n{level:g}% [{low:.4f}, {high:.4f}] (recentred)",
+        f"{name} {ece:.4f}\n{how}\n"
+        f"{100 * (1 - settings.alpha):g}% [{low:.4f}, {high:.4f}] (recentred)",
         transform=ax.transAxes,
         va="top",
         fontsize=7,
@@ -119,17 +146,30 @@ def figure_legend(fig, ax) -> None:
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
 
 
-def binned_ece(scores, outcomes, y, n_bins, settings) -> tuple[float, float, float]:
-    """The diagram's ECE (its bins' count-weighted gaps) and its interval over the tables'
+def binned_ece(scores, outcomes, y, n_bins, settings, fold_sizes=None):
+    """(ECE, lower, upper): the equal-width binned ECE of (score, outcome) pairs, computed
+    as `calbench.metrics.confidence_ece` computes it, and its interval over the tables'
     resampled test sets (`fold_indices`, stratified by label), recentred on the estimate:
     a binned error grows under resampling, so the plain percentile interval can lie wholly
-    above the ECE it belongs to (`calbench.stats.bootstrap.INTERVALS`)."""
-    counts, mean_score, mean_outcome = bin_statistics(scores, outcomes, n_bins, "equal_width")
-    filled = counts > 0
-    ece = float((counts[filled] * np.abs(mean_score - mean_outcome)[filled]).sum() / len(scores))
-    drawn = fold_indices(np.asarray(y), settings.resamples, settings.seed, settings.stratify)
-    replicates = binned_ece_replicates(scores, outcomes, drawn, n_bins)
-    low, high = interval(replicates, ece, settings.alpha, "recentred")
+    above the ECE it belongs to (`calbench.stats.bootstrap.INTERVALS`). With
+    ``fold_sizes`` (the rows: those folds' test rows one after another) the statistic is
+    the mean of the folds' ECEs, each fold resampled on its own, as
+    `calbench.stats.bootstrap.bootstrap_cell` draws the tables' values and intervals."""
+    y = np.asarray(y)
+    bounds = np.cumsum([0, *(fold_sizes or [len(scores)])])
+    values, replicates = [], []
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        part = slice(start, stop)
+        counts, mean_score, mean_outcome = bin_statistics(
+            scores[part], outcomes[part], n_bins, "equal_width"
+        )
+        filled = counts > 0
+        gaps = np.abs(mean_outcome[filled] - mean_score[filled])
+        values.append(float(counts[filled] / (stop - start) @ gaps))  # as confidence_ece
+        drawn = fold_indices(y[part], settings.resamples, settings.seed, settings.stratify)
+        replicates.append(binned_ece_replicates(scores[part], outcomes[part], drawn, n_bins))
+    ece = float(np.mean(values))
+    low, high = interval(np.mean(replicates, axis=0), ece, settings.alpha, "recentred")
     return ece, low, high
 
 

@@ -1,5 +1,7 @@
-"""What the per-task figures draw and print is what the data say: the smoothed reliability
-curve only where confidences were observed, and a class named once."""
+"""What the per-task figures draw and print is what the data and the tables say: the smoothed
+reliability curve only where confidences were observed, the reliability panels' ECE and the
+KS graphs' error the tables' numbers (same metric, same bins, same fold mean, 4 decimals),
+and a class named once."""
 
 import re
 
@@ -7,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from calbench.metrics import smooth_ece
+from calbench.metrics import confidence_ece, ks_error, smooth_ece
 from calbench.simplex import softmax
 
 
@@ -71,6 +73,69 @@ def test_the_smoothed_curve_breaks_where_the_floor_would_make_it(rng):
     assert not np.isnan(curve["line"][[0, -1]]).any()
 
 
+def test_the_reliability_panel_prints_the_tables_confidence_ece(rng):
+    """The panel's number is `confidence_ece` with the table's options (15 equal-width bins)
+    and says so; over several folds, the mean of the folds' values, as the tables print it,
+    not the ECE of the pooled rows."""
+    from calbench.plots.reliability import reliability_diagram
+
+    probs, y = _four_class_scores(rng, 1800)
+    sizes = [600, 500, 700]
+    bounds = np.cumsum([0, *sizes])
+    folds = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    table = np.mean([confidence_ece(probs[f], y[f], n_bins=15) for f in folds])
+    pooled = confidence_ece(probs, y, n_bins=15)
+    assert f"{table:.4f}" != f"{pooled:.4f}"  # the check below tells the two apart
+    fig, ax = plt.subplots()
+    reliability_diagram(ax, probs, y, n_bins=15, fold_sizes=sizes)
+    (text,) = [t.get_text() for t in ax.texts if t.get_text().startswith("confidence_ece")]
+    assert text.splitlines()[0] == f"confidence_ece {table:.4f}"
+    assert text.splitlines()[1] == "15 equal-width bins, mean of 3 folds"
+    low, high = map(float, re.findall(r"[0-9]+\.[0-9]+", text.splitlines()[2]))
+    assert low <= table <= high
+    plt.close(fig)
+
+
+def test_the_ks_graph_prints_the_tables_ks_error(rng):
+    """A fraction to 4 decimals under the metric's name (not "0.44%"), the folds' mean."""
+    from calbench.plots.ks import ks_curves
+
+    probs, y = _four_class_scores(rng, 1200)
+    sizes = [400, 800]
+    table = np.mean([ks_error(probs[:400], y[:400]), ks_error(probs[400:], y[400:])])
+    fig, (top, bottom) = plt.subplots(2)
+    assert ks_curves(top, bottom, probs, y, "m", fold_sizes=sizes) == pytest.approx(table)
+    assert top.get_title().splitlines() == [
+        f"m: ks_error {table:.4f}",
+        "(mean of 2 folds; curves pooled)",
+    ]
+    ks_curves(top, bottom, probs, y, "m")
+    assert top.get_title() == f"m: ks_error {ks_error(probs, y):.4f}" and "%" not in top.get_title()
+    plt.close(fig)
+
+
+def test_the_figures_bins_follow_the_stored_metric_set():
+    from calbench.plots.predictions import table_measures
+
+    assert table_measures(None) == {
+        "n_bins": 15,
+        "ece_name": "confidence_ece",
+        "ks": {"mode": "top", "r": 1},
+    }
+    stored = {
+        "confidence_ece": {"n_bins": 20, "binning": "equal_width"},
+        "ks_error": {"mode": "within_top", "r": 2},
+    }
+    assert table_measures(stored) == {
+        "n_bins": 20,
+        "ece_name": "confidence_ece",
+        "ks": {"mode": "within_top", "r": 2},
+    }
+    # Equal-size bins cannot be drawn as these bars: the panel's ECE is then not the table's.
+    other = table_measures({"confidence_ece": {"n_bins": 15, "binning": "equal_size"}})
+    assert other["ece_name"] == "ECE" and other["n_bins"] == 15
+
+
 def test_a_class_named_as_its_default_is_named_once(monkeypatch, rng):
     """The synthetic data's classes are called "class 1", "class 2", ...: its panels said
     "class 1 (class 1)"."""
@@ -92,3 +157,47 @@ def test_a_class_named_as_its_default_is_named_once(monkeypatch, rng):
     assert "ts: class 1" in titles
     for fig in figures:
         plt.close(fig)
+
+
+# The simplex figure's colour key has axes of its own, outside tight_layout's grid.
+@pytest.mark.filterwarnings("ignore:This figure includes Axes that are not compatible")
+def test_the_figures_numbers_are_the_tables(tmp_path, monkeypatch, capsys):
+    """End to end (3 s: two cells of nested CV on 3,000 rows): the reliability panels'
+    confidence_ece and the KS graphs' ks_error equal the stored fold means (what `calbench
+    tables` prints) to 4 decimals."""
+    import calbench.plots.predictions as predictions
+    from calbench.plots.write import write_figures
+    from calbench.results.store import ResultStore
+    from calbench.runner.job import run_job
+    from tests.runner.test_runner import plan
+
+    for method in ("ts", "vs"):
+        run_job(
+            plan(
+                f"method={method}",
+                "protocol=nested",
+                "dataset.n_cal=1500",
+                "dataset.n_test=1500",
+                f"results_dir={tmp_path}",
+            )
+        )
+    capsys.readouterr()
+    figures = {}
+    monkeypatch.setattr(
+        predictions, "save_figure", lambda fig, d, name, f: figures.update({name: fig}) or []
+    )
+    write_figures("default", tmp_path, formats=["png"])
+    rows = ResultStore(tmp_path).read("default")
+    table = rows.groupby(["method", "metric"])["value"].mean()
+    printed = {}
+    for ax in figures["default_reliability"].axes:
+        for text in ax.texts:
+            if text.get_text().startswith("confidence_ece"):
+                printed[(ax.get_title().split(":")[0], "confidence_ece")] = text.get_text()
+    for ax in figures["default_ks_curves"].axes:
+        if "ks_error" in ax.get_title():
+            printed[(ax.get_title().split(":")[0], "ks_error")] = ax.get_title()
+    assert len(printed) == 4
+    for (method, metric), text in printed.items():
+        assert f"{metric} {table[(method, metric)]:.4f}" in text
+        assert "mean of 5 folds" in text
