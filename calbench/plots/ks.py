@@ -7,17 +7,18 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.ticker import MaxNLocator
 
-from calbench.metrics.ks import cumulative_curves, ks_scores
+from calbench.metrics.ks import cumulative_curves, ks_error, ks_scores
 
 
-def ks_curves(ax_fractile, ax_score, probs, y, title="", mode="top", r=1):
+def ks_curves(ax_fractile, ax_score, probs, y, title="", mode="top", r=1, fold_sizes=None):
     """(a) cumulative score and cumulative outcome against the fractile of the data;
     (b) the same against the cumulative score, so the score curve is the diagonal. The KS
-    error is the largest vertical gap."""
+    error is the largest vertical gap. The title gives it as the tables do (`ks_fold_mean`:
+    ``ks_error``, a fraction to 4 decimals, the mean over ``fold_sizes``' folds); returned."""
     scores, outcomes = ks_scores(probs, y, mode, r)
     fractile, cum_score, cum_outcome = cumulative_curves(scores, outcomes)
     gaps = np.abs(cum_score - cum_outcome)
-    ks = gaps.max()
+    ks = ks_fold_mean(probs, y, mode, r, fold_sizes)
     # The error is taken on every point; the curves are drawn through at most ~2000 of them
     # (the largest gap included): 100,000-point lines make PDFs slow and look no different.
     shown = np.union1d(
@@ -28,7 +29,9 @@ def ks_curves(ax_fractile, ax_score, probs, y, title="", mode="top", r=1):
     ax_fractile.plot(fractile, cum_outcome, label="cumulative probability", color="#ff7f0e")
     ax_fractile.set_xlabel("fractile")
     ax_fractile.set_ylabel("cumulative sum / n")
-    ax_fractile.set_title(f"{title}: KS error {100 * ks:.2f}%", fontsize=9)
+    folds = len(fold_sizes or [1])
+    how = f"\n(mean of {folds} folds; curves pooled)" if folds > 1 else ""
+    ax_fractile.set_title(f"{title}: ks_error {ks:.4f}{how}", fontsize=9)
     ax_fractile.legend(fontsize=7, loc="upper left")
     ax_score.plot(cum_score, cum_score, color="#1f77b4")
     ax_score.plot(cum_score, cum_outcome, color="#ff7f0e")
@@ -36,6 +39,21 @@ def ks_curves(ax_fractile, ax_score, probs, y, title="", mode="top", r=1):
     ax_score.set_ylabel("cumulative sum / n")
     ax_score.set_title(f"{title}: warped", fontsize=9)
     return ks
+
+
+def ks_fold_mean(probs, y, mode="top", r=1, fold_sizes=None) -> float:
+    """`ks_error` of each fold (``fold_sizes``: the rows are those folds' test rows one
+    after another; None: one fold) and their mean: the number the tables print."""
+    probs, y = np.asarray(probs), np.asarray(y)
+    bounds = np.cumsum([0, *(fold_sizes or [len(y)])])
+    return float(
+        np.mean(
+            [
+                ks_error(probs[a:b], y[a:b], mode, r)
+                for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+            ]
+        )
+    )
 
 
 def ece_variance_scatter(ax, table, ece="confidence_ece", variance="confidence_variance"):

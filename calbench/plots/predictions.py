@@ -65,6 +65,35 @@ class Task:
         folds = self.folds[method]
         return np.vstack([f.probs for f in folds]), np.concatenate([f.y for f in folds])
 
+    def fold_sizes(self, method: str) -> list[int]:
+        """How many of `pooled`'s rows each fold gives, in order."""
+        return [len(f.y) for f in self.folds[method]]
+
+    def measures(self, store: ResultStore | None) -> dict:
+        """`table_measures` of the task's stored metric set (its config); the defaults'
+        where there is no store or no config."""
+        try:
+            return table_measures(store.config(self.config_hash).get("metrics"))
+        except (AttributeError, CalbenchError, KeyError, OSError):
+            return table_measures(None)
+
+
+def table_measures(metrics: dict | None) -> dict:
+    """How a task's figures draw the numbers its tables print, from its metric set
+    (``metrics``: output name -> options, as a cell's config holds them; None: the default
+    set's): ``n_bins``, the reliability diagrams' equal-width bins (the stored
+    ``confidence_ece``'s, so that the confidence panel's ECE is that table's number);
+    ``ece_name``, ``confidence_ece``, or ``ECE`` where the stored one bins otherwise (it is
+    then not the table's); ``ks``, the stored ``ks_error``'s score (mode, r)."""
+    ece = dict((metrics or {}).get("confidence_ece") or {})
+    ks = dict((metrics or {}).get("ks_error") or {})
+    equal_width = ece.get("binning", "equal_width") == "equal_width" and ece.get("alpha", 1) == 1
+    return {
+        "n_bins": int(ece.get("n_bins", 15)) if equal_width else 15,
+        "ece_name": "confidence_ece" if equal_width else "ECE",
+        "ks": {"mode": ks.get("mode", "top"), "r": ks.get("r", 1)},
+    }
+
 
 def stored_tasks(
     store: ResultStore, rows: pd.DataFrame, methods=None, order=(), limit=None
@@ -206,52 +235,78 @@ def _finish(fig, title: str, legend_from=None) -> None:
         figure_legend(fig, legend_from)
 
 
+def class_label(first_class: str | None) -> str:
+    """How the class panels name the first class: ``class 1``, with the data set's own name
+    for it beside where it has another (``class 1 (cat)``; not ``class 1 (class 1)``)."""
+    if first_class is None or first_class == "class 1":
+        return "class 1"
+    return f"class 1 ({first_class})"
+
+
 def reliability_figures(
-    experiment, task: Task, out_dir, formats, stem, bands=None, shown=None, first_class=None
+    experiment,
+    task: Task,
+    out_dir,
+    formats,
+    stem,
+    bands=None,
+    shown=None,
+    first_class=None,
+    measures=None,
 ) -> list[Path]:
     """Confidence and class-1 reliability diagrams (with ``bands``, a `BootstrapSettings`:
     each bar's bootstrap interval; ``first_class``: that class's name), smoothed reliability
     diagrams and KS graphs of the ``shown`` methods (default: `reliability_methods`), at
-    most `PANELS_PER_ROW` a row."""
-    named = "class 1" if first_class is None else f"class 1 ({first_class})"
+    most `PANELS_PER_ROW` a row. ``measures`` (`table_measures`; default: the default
+    metric set's): the bins and KS score of the task's tables, so that the figures' ECE and
+    KS error are the numbers the tables print."""
     shown = shown or reliability_methods(task)[0]
-    pooled = {m: task.pooled(m) for m in shown}  # stacked once for the three figures
+    measures = measures or table_measures(None)
+    pooled = {m: (*task.pooled(m), task.fold_sizes(m)) for m in shown}  # stacked once
     title = f"{experiment}: {task.label}"
-    fig, panels = _method_panels(len(shown), 2, 3.3)
-    for method, axes in zip(shown, panels, strict=True):
-        probs, y = pooled[method]
+    fig = _binned_figure(pooled, title, bands, first_class, measures)
+    paths = save_figure(fig, out_dir, f"{stem}_reliability", formats)
+    fig, panels = _method_panels(len(shown), 1, 3.4)
+    for method, (ax,) in zip(shown, panels, strict=True):
+        smooth_reliability_diagram(ax, *pooled[method][:2], title=method, legend=False)
+    _finish(fig, f"{title}: smoothed reliability diagrams (Błasiok and Nakkiran)", panels[0][0])
+    paths += save_figure(fig, out_dir, f"{stem}_smooth_reliability", formats)
+    fig, panels = _method_panels(len(shown), 2, 3.0)
+    for method, (top, bottom) in zip(shown, panels, strict=True):
+        probs, y, sizes = pooled[method]
+        ks_curves(top, bottom, probs, y, method, **measures["ks"], fold_sizes=sizes)
+    _finish(fig, f"{title}: KS calibration graphs of the top-1 score (Gupta et al. Fig. 1)")
+    return paths + save_figure(fig, out_dir, f"{stem}_ks_curves", formats)
+
+
+def _binned_figure(pooled: dict, title, bands, first_class, measures):
+    """The figure of each method's confidence (above) and class-1 (below) binned
+    reliability diagrams (``pooled``: method -> its folds' probabilities, labels, sizes)."""
+    named = class_label(first_class)
+    n_bins = measures["n_bins"]
+    fig, panels = _method_panels(len(pooled), 2, 3.3)
+    for (method, (probs, y, sizes)), axes in zip(pooled.items(), panels, strict=True):
         for ax, (index, what) in zip(axes, [(None, "confidence"), (0, named)], strict=True):
             reliability_diagram(
                 ax,
                 probs,
                 y,
+                n_bins=n_bins,
                 class_index=index,
                 title=f"{method}: {what}",
                 bands=bands,
                 legend=False,
                 class_name=first_class,
+                fold_sizes=sizes,
+                ece_name=measures["ece_name"],
             )
     _finish(
         fig,
-        f"{title}: reliability diagrams, 10 equal-width bins (each method: the confidence "
-        f"above, {named} below)",
+        f"{title}: reliability diagrams, {n_bins} equal-width bins (each method: the "
+        f"confidence above, {named} below)",
         panels[0][0],
     )
-    paths = save_figure(fig, out_dir, f"{stem}_reliability", formats)
-
-    fig, panels = _method_panels(len(shown), 1, 3.4)
-    for method, (ax,) in zip(shown, panels, strict=True):
-        probs, y = pooled[method]
-        smooth_reliability_diagram(ax, probs, y, title=method, legend=False)
-    _finish(fig, f"{title}: smoothed reliability diagrams (Błasiok and Nakkiran)", panels[0][0])
-    paths += save_figure(fig, out_dir, f"{stem}_smooth_reliability", formats)
-
-    fig, panels = _method_panels(len(shown), 2, 3.0)
-    for method, (top, bottom) in zip(shown, panels, strict=True):
-        probs, y = pooled[method]
-        ks_curves(top, bottom, probs, y, title=method)
-    _finish(fig, f"{title}: KS calibration graphs of the top-1 score (Gupta et al. Fig. 1)")
-    return paths + save_figure(fig, out_dir, f"{stem}_ks_curves", formats)
+    return fig
 
 
 def task_figures(
@@ -273,7 +328,9 @@ def task_figures(
                 f"{', '.join(left_out)} (--methods names the ones to draw, any number)"
             )
         names = task.class_names(store)
+        first_class = names[0] if names else None
         paths += reliability_figures(
-            experiment, task, out_dir, formats, stem, bands, shown, names[0] if names else None
-        )
+            experiment, task, out_dir, formats, stem, bands, shown, first_class,
+            task.measures(store),
+        )  # fmt: skip
     return paths

@@ -5,10 +5,11 @@ Nothing is refitted: every figure reads the cells' rows or their stored predicti
 - Per task (a data set, or a data set x classifier; every task, or the first
   ``--max-tasks``): on 3-class data Valk Fig. 5-style simplex maps, one panel per method
   plus the calibration data and the true map; confidence and class-1 reliability diagrams
-  (each panel's ECE with its bootstrap interval) and KS calibration graphs (Gupta Fig. 1
-  a-b) of the leaderboard's top three methods on log-loss, TS and uncalibrated, the same on
-  every task (`--methods` names any number; `--ci`: each reliability bar's bootstrap
-  interval).
+  in the bins of the tables' confidence_ece (each panel's ECE with its bootstrap interval:
+  the confidence's is the tables' number), smoothed reliability diagrams and KS calibration
+  graphs (Gupta Fig. 1 a-b, their ks_error the tables') of the leaderboard's top three
+  methods on log-loss, TS and uncalibrated, the same on every task (`--methods` names any
+  number; `--ci`: each reliability bar's bootstrap interval).
 - Experiments with several data sets: a critical-difference diagram per metric (p-cw-ECE's
   too where it was recorded: Kull Fig. 3a) and, for the calibration tests' acceptance
   shares, Kull Fig. 3b (per calibrator) and 3c (per classifier, uncalibrated).
