@@ -136,10 +136,22 @@ def method(name: str, dataset: str | None = None, run_seed: int | None = None, *
     default otherwise). `calbench.runner.selection.select_and_fit` searches the grid as the
     protocol does. ``module:Class``, your own class, as ``make_calibrator`` makes it: with
     ``params``, and no grid (``method.calibrator=module:Class`` on the command line)."""
-    if ":" in name and name not in method_configs():
-        if dataset is not None:
-            raise CalbenchError(f"{name} has no per-data-set parameters; drop dataset=.")
-        return method_from_config({"name": name, "calibrator": name, "params": params})
+    return method_from_config(
+        _own_class(name, dataset, params)
+        if ":" in name and name not in method_configs()
+        else _named(name, dataset, run_seed, params)
+    )
+
+
+def _own_class(name: str, dataset, params: dict) -> dict:
+    """``module:Class``'s method config: the class with ``params``, no grid."""
+    if dataset is not None:
+        raise CalbenchError(f"{name} has no per-data-set parameters; drop dataset=.")
+    return {"name": name, "calibrator": name, "params": params}
+
+
+def _named(name: str, dataset, run_seed, params: dict) -> dict:
+    """Method ``name``'s config as `method` builds it (its docstring)."""
     if name not in method_configs():
         raise CalbenchError(
             f"Unknown method {name!r}{nearest(name, method_configs())}; "
@@ -161,4 +173,4 @@ def method(name: str, dataset: str | None = None, run_seed: int | None = None, *
     config["params"] = {**fixed, **params}
     config["grid"] = {k: v for k, v in (config.get("grid") or {}).items() if k not in params}
     config.pop("average_inner_models", None)  # a protocol matter, not the calibrator's
-    return method_from_config(config)
+    return config
