@@ -228,10 +228,14 @@ def fetch(names, data_dir, progress=True, source_dir=None) -> None:
                 raise CalbenchError(f"No registered data file is in {source_dir}.")
             skipped = sorted(set(sets) - set(names))
             print(f"from {source_dir}: {len(names)} set(s); not there: {len(skipped)}")
+    done = set()  # a file several sets share (netcal's npz, one per network): said once
     for name in names:
         if name not in sets:
             raise unknown_name("data set", name, sets, " `calbench data list` describes them.")
         for f in sets[name].files:
+            if f.name in done:
+                continue
+            done.add(f.name)
             if file_status(f, data_dir) == "present":
                 print(f"{f.name}: present, SHA-256 verified")
                 continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from calbench.decision.family import CURVE_METRIC
-from calbench.metrics import is_diagnostic
+from calbench.metrics import higher_is_better, is_diagnostic
 
 #: Recorded per cell but not a property of the method's predictions.
 NOT_RANKED = ("fit_accuracy", "inner_classes_missing", "wrong_certainties", "fit_unconverged")
@@ -46,7 +46,8 @@ def _spec(experiment: str, metric: str, methods: list[str], tasks: list[str]) ->
         "experiment": experiment,
         "layout": "datasets_by_method",
         "metric": metric,
-        "title": f"{metric}: fold mean per task and method, experiment {experiment} "
+        "title": f"{metric} ({'higher' if higher_is_better(metric) else 'lower'} is better): "
+        f"fold mean per task and method, experiment {experiment} "
         "(generic layout; rank within each row as subscript, best bold).",
         "columns": {m: m for m in methods},
         "rows": {t: ["", t] for t in tasks},
