@@ -141,8 +141,11 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
     dataset = load_configured_dataset(config["dataset"])
     panels = [m for m in task.folds if m not in _NOT_A_MAP]
     n = len(panels) + 1 + (dataset.true_map is not None)
-    cols = 4
-    fig, axes = plt.subplots(-(-n // cols), cols, figsize=(12.8, 3.0 * -(-n // cols)))
+    # A cell of the grid for the colour key: a full row of four panels left none, and the
+    # key, drawn over the last panel, hid part of its map.
+    cols = 5 if n % 4 == 0 else 4
+    rows = -(-(n + 1) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows))
     axes = axes.ravel()
     names = dataset.class_names if len(dataset.class_names or []) == 3 else None
     calibration_data(
@@ -161,7 +164,7 @@ def simplex_figure(store, experiment, task: Task, out_dir, formats, stem) -> lis
         calibration_map(axes[used + i], folds[0].simplex, title, class_names=names)
     for ax in axes[n:]:
         ax.set_axis_off()
-    colour_key(axes[n] if len(axes) > n else fig.add_axes((0.92, 0.1, 0.12, 0.25)))
+    colour_key(axes[n])
     _finish(
         fig,
         f"{experiment}: {task.label}, each method's calibration map on the simplex "
