@@ -141,9 +141,35 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(self.n_classes_)
         self.n_calibration_ = len(y)
         self.unconverged_ = []
+        before = self._parameters_of_own_class()
         self._fit(logits, y)
+        self._check_parameters_kept(before)
         self._check_finite_state()
         return self
+
+    def _parameters_of_own_class(self) -> dict | None:
+        """A researcher's own class's parameters before its fit (None for calbench's own,
+        which the contract tests hold to it)."""
+        if type(self).__module__.startswith("calbench."):
+            return None
+        return self.get_params(deep=False)
+
+    def _check_parameters_kept(self, before: dict | None) -> None:
+        """A fit that set one of its own parameters: a cell is identified and stored by its
+        parameters, so the stored cell would name a setting other than the one it ran
+        (scikit-learn's contract too: what a fit learns goes in attributes ending in _)."""
+        if before is None:
+            return
+        after = self.get_params(deep=False)
+        for key, value in before.items():
+            new = after.get(key)
+            if new is value or (type(new) is type(value) and _plain_equal(new, value)):
+                continue
+            raise CalbenchError(
+                f"{type(self).__name__}.fit changed its parameter {key!r} from {value!r} to "
+                f"{new!r}: a calibrator keeps its parameters as set, and what its fit learns "
+                f"goes in an attribute ending in _ (self.{key}_ = ...)."
+            )
 
     def unconverged(self, message: str, stacklevel: int = 3) -> None:
         """Say that the fit stopped short of its optimum (steps run out, a line search
@@ -197,6 +223,13 @@ class Calibrator(ClassifierMixin, BaseEstimator):
     def _bounded(self, probs: np.ndarray) -> np.ndarray:
         """The bound on the predictions (`calbench.calibrators.bounds.PseudoCountBound`)."""
         return probs
+
+
+def _plain_equal(a, b) -> bool:
+    """Equal as plain values (numbers, text, None); other objects only as themselves."""
+    if isinstance(a, bool | int | float | str | type(None)):
+        return a == b or (isinstance(a, float) and a != a and b != b)
+    return False
 
 
 def calibrators_within(model) -> list:

@@ -93,6 +93,8 @@ def _two_parts(arrays: dict, p: Path, split) -> tuple[str, dict]:
         if {f"{kind}_cal", f"{kind}_test", "y_cal", "y_test"} <= keys:
             cal, test = arrays[f"{kind}_cal"], arrays[f"{kind}_test"]
             if np.ndim(cal) == np.ndim(test) == 1:  # both parts a binary task's vector
+                for part in ("cal", "test"):
+                    _check_binary(p, f"{kind}_{part}", arrays[f"y_{part}"])
                 cal, test = _two_columns(kind, cal), _two_columns(kind, test)
             return kind, {
                 "cal": cal,
@@ -102,6 +104,8 @@ def _two_parts(arrays: dict, p: Path, split) -> tuple[str, dict]:
             }
     for kind in ("logits", "probs"):
         if {kind, "y"} <= keys:
+            if np.ndim(arrays[kind]) == 1:
+                _check_binary(p, kind, arrays["y"])
             scores = check_scores(_two_columns(kind, arrays[kind]), kind, str(p))
             y = check_labels(arrays["y"], "y", str(p), len(scores), scores.shape[1])
             cal, test = split_rows(y, **split_options(split), where=str(p))
@@ -112,6 +116,19 @@ def _two_parts(arrays: dict, p: Path, split) -> tuple[str, dict]:
                 "y_test": y[test],
             }
     raise CalbenchError(f"{str(p)!r} has keys {sorted(keys)}; calbench reads {NPZ_SCHEMA}.")
+
+
+def _check_binary(p, key: str, labels) -> None:
+    """A vector of scores is read as a binary task's class-1 scores: labels above 1 then
+    say the file meant another shape (the labels' own check spoke of "2 score columns"
+    the file never had)."""
+    top = np.max(labels, initial=0) if np.size(labels) else 0
+    if np.issubdtype(np.asarray(labels).dtype, np.number) and top > 1:
+        raise CalbenchError(
+            f"{p.name}: {key} is a vector (one score a row), read as a binary task's class-1 "
+            f"scores, but its labels go up to {top}; save one column per class "
+            f"({key} of shape (rows, classes))."
+        )
 
 
 def load_npz(

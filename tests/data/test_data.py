@@ -220,6 +220,20 @@ def test_a_binary_task_may_give_class_1s_score_alone(tmp_path, rng):
     np.testing.assert_allclose(data.probs_test[:, 1], p, rtol=1e-12)
 
 
+def test_a_vector_of_scores_with_labels_of_more_classes_says_so(tmp_path, rng):
+    """Read as a binary task's class-1 scores, its 3-class labels were refused as "labels
+    outside 0..1 ... the 2 score columns", columns the file never had."""
+    s, y = rng.normal(size=300), rng.integers(0, 3, 300)
+    np.savez(tmp_path / "one.npz", logits_cal=s, y_cal=y, logits_test=s, y_test=y)
+    with pytest.raises(
+        CalbenchError, match=r"one.npz: logits_cal is a vector .* labels go up to 2"
+    ):
+        load_dataset("npz", path=tmp_path / "one.npz")
+    np.savez(tmp_path / "set.npz", probs=rng.uniform(size=300), y=y)
+    with pytest.raises(CalbenchError, match=r"set.npz: probs is a vector .* one column per class"):
+        load_dataset("npz", path=tmp_path / "set.npz")
+
+
 def test_a_configured_data_set_made_binary():
     """``dataset.binary`` (the binary presets' two-class tasks): class 1 the named classes,
     its probability their total."""

@@ -59,3 +59,24 @@ def test_her_class_s_bad_predictions_are_named_as_hers(fault, message):
     with pytest.raises(CalbenchError, match=message) as error:
         run_cell(cell)
     assert "please report it" not in str(error.value)
+
+
+class SetsItsParameter(Calibrator):
+    """Writes what it learned into its own parameter, against the contract."""
+
+    def __init__(self, weight=None):
+        self.weight = weight
+
+    def _fit(self, logits, y):
+        self.weight = 0.5
+
+    def _predict_proba(self, logits):
+        return softmax(logits)
+
+
+def test_her_class_that_sets_its_own_parameter_in_fit_is_refused():
+    """It was stored silently, its cell named by weight=None while it ran at 0.5."""
+    z = np.random.default_rng(0).normal(size=(50, 3))
+    with pytest.raises(CalbenchError, match=r"changed its parameter 'weight' from None to 0.5"):
+        SetsItsParameter().fit(z, np.arange(50) % 3)
+    Bad().fit(z, np.arange(50) % 3)  # its parameters untouched: fine
