@@ -19,7 +19,7 @@ KINDS = ("methods", "calibrators", "metrics", "presets", "datasets", "tables")
 
 
 #: A full stop that ends no sentence: "et al.", "Fig.", "e.g." and the like.
-_NOT_AN_END = re.compile(r"(?:\bal|\bFigs?|\be\.g|\bi\.e|\bEqs?|\b[Ss]ec|\bvs|\bcf)\.$")
+_NOT_AN_END = re.compile(r"(?:\bal|\bFigs?|\be\.g|\bi\.e|\b[Ee]qs?|\b[Ss]ec|\bvs|\bcf)\.$")
 
 
 def _first_sentence(text: str, limit: int = 110) -> str:

@@ -86,6 +86,17 @@ def _checked_scores(scores, field_name: str, where: str) -> np.ndarray:
         arr = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise CalbenchError(f"{where}: {field_name} is not a numeric array ({exc}).") from None
+    if arr.ndim == 1:
+        binary = (
+            "np.column_stack([1 - p, p])"
+            if "prob" in field_name
+            else "np.column_stack([0 * s, s]) (s the log-odds)"
+        )
+        raise CalbenchError(
+            f"{where}: {field_name} must have shape (n_samples, n_classes); got a vector of "
+            f"{len(arr)} values. One row: {field_name}[None]; a binary task's class-1 scores: "
+            f"{binary}."
+        )
     if arr.ndim != 2:
         raise CalbenchError(
             f"{where}: {field_name} must have shape (n_samples, n_classes); got shape {arr.shape}."
@@ -103,6 +114,12 @@ def _checked_scores(scores, field_name: str, where: str) -> np.ndarray:
             return arr
         spans = arr.max(axis=1) - arr.min(axis=1)
     bad = ~np.isfinite(arr)
+    if bad.any() and (arr[bad] == -np.inf).all():  # log(0): probabilities of exactly zero
+        raise CalbenchError(
+            f"{where}: {field_name} has {int(bad.sum())} values of -inf (logs of zero "
+            "probabilities?); calbench.simplex.probs_to_logits(p) takes the logs of "
+            "probabilities with zeros floored."
+        )
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise CalbenchError(
@@ -162,9 +179,16 @@ def check_labels(y, field_name: str, where: str, n_samples: int, n_classes: int)
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
             raise CalbenchError(f"{where}: {field_name} must hold integer class labels.")
+    elif arr.dtype.kind == "O" and all(isinstance(v, int | np.integer) for v in arr.tolist()):
+        arr = arr.astype(np.int64)  # integers in an object array (a pandas column's)
     elif arr.dtype.kind not in "iub":
         raise CalbenchError(
-            f"{where}: {field_name} must hold integer class labels; got dtype {arr.dtype}."
+            f"{where}: {field_name} must hold integer class labels; got dtype {arr.dtype}"
+            + (
+                ". Names as labels: np.unique(y, return_inverse=True)[1] numbers them."
+                if arr.dtype.kind in "USO"
+                else "."
+            )
         )
     arr = arr.astype(np.int64)
     out = (arr < 0) | (arr >= n_classes)

@@ -10,8 +10,23 @@ from calbench.validation import check_labels, check_scores
 
 def probs_and_labels(probs, y, owner: str) -> tuple[np.ndarray, np.ndarray]:
     p = check_scores(probs, "probs", owner)
-    if (p < 0).any() or np.abs(p.sum(axis=1) - 1).max() > 1e-6:
-        raise CalbenchError(f"{owner}: probs must be rows on the probability simplex.")
+    negative = p < 0
+    if negative.any():
+        row = int(np.argmax(negative.any(axis=1)))
+        raise CalbenchError(
+            f"{owner}: probs must be rows on the probability simplex; {int(negative.sum())} "
+            f"entries are negative (row {row}: {p[row].min():.3g}). Rounding errors: "
+            "np.clip(p, 0, None), then renormalise; else these are no probabilities."
+        )
+    sums = p.sum(axis=1)
+    off = np.abs(sums - 1) > 1e-6
+    if off.any():
+        row = int(np.argmax(off))
+        raise CalbenchError(
+            f"{owner}: probs must be rows on the probability simplex; {int(off.sum())} rows "
+            f"do not sum to 1 (row {row} sums to {sums[row]:.9g}). Rounded on export: "
+            "p / p.sum(axis=1, keepdims=True)."
+        )
     return p, check_labels(y, "y", owner, len(p), p.shape[1])
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calbench.errors import check_choice
+from calbench.errors import check_choice, check_int
 from calbench.metrics._checks import probs_and_labels
 from calbench.metrics.binned import top_label
 
@@ -68,10 +68,13 @@ def debiased_ece(probs, y, n_bins=15, mode="top") -> float:
     -------
     float
         An estimate of the L2 calibration error, in [0, 1]; lower is better. Equal to
-        ``calibration.get_calibration_error(..., p=2, debias=True)`` of their package on
-        scores where it takes the scaling branch (tests/metrics/test_debiased.py).
+        ``calibration.get_calibration_error(..., p=2, debias=True, mode="top-label")`` of
+        their package for ``mode="top"`` (its default ``mode="marginal"`` is this
+        function's ``classwise``) on scores where it takes the scaling branch
+        (tests/metrics/test_debiased.py).
     """
     check_choice(mode, "mode", "debiased_ece", MODES)
+    n_bins = check_int(n_bins, "n_bins", "debiased_ece")  # (2.7 was read as 2)
     p, y = probs_and_labels(probs, y, "debiased_ece")
     if mode == "top":
         scores, outcomes = top_label(p, y)

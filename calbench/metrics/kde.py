@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calbench.errors import check_choice
 from calbench.metrics._checks import probs_and_labels
 
 _GRID = np.linspace(-0.6, 1.6, num=2**14)
@@ -78,6 +79,7 @@ def kde_ece(probs, y, order: int = 1) -> float:
         Lower is better; equal to Zhang et al.'s estimator written with KDEpy's
         binning to 1e-8 relative (tests/metrics/test_metrics.py).
     """
+    check_choice(order, "order", "kde_ece", (1, 2))
     p, y = probs_and_labels(probs, y, "kde_ece")
     conf = p.max(axis=1) / p.sum(axis=1)
     correct = p.argmax(axis=1) == y

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench import numpy1_order
-from calbench.errors import check_choice, check_int
+from calbench.errors import CalbenchError, check_choice, check_int
 from calbench.metrics._checks import probs_and_labels
 from calbench.packs import PackRegistry
 
@@ -37,10 +37,15 @@ def ks_scores(probs, y, mode="top", r=1):
     check_choice(mode, "mode", owner, KS_MODES)
     p, y = probs_and_labels(probs, y, owner)
     rows = np.arange(len(y))
+    k = p.shape[1]
     if mode == "class":
         r = check_int(r, "r", owner, minimum=0)
+        if r >= k:
+            raise CalbenchError(f"ks_error: mode='class' takes r in 0..{k - 1}; got r={r}.")
         return p[:, r], (y == r).astype(np.float64)
     r = check_int(r, "r", owner)
+    if r > k:
+        raise CalbenchError(f"ks_error: mode={mode!r} takes r in 1..{k}; got r={r}.")
     order = np.argsort(-p, axis=1, kind="stable")[:, :r]
     if mode == "top":
         cls = order[:, r - 1]

@@ -75,7 +75,7 @@ def log_loss_terms(p: np.ndarray, y: np.ndarray, clip=None, floor=None) -> np.nd
     if floor is not None:
         if clip is not None:
             raise CalbenchError("log_loss takes clip or floor, not both.")
-        least = FLOAT32_TINY if floor == "float32" else float(floor)
+        least = FLOAT32_TINY if floor == "float32" else _floor(floor)
         with np.errstate(divide="ignore"):
             z = np.maximum(np.log(p), np.log(least))
         top = z.max(axis=1, keepdims=True)
@@ -190,3 +190,17 @@ def wrong_certainties(probs, y, below=REFUTED_BELOW) -> float:
     """
     p, y = probs_and_labels(probs, y, "wrong_certainties")
     return float((p[np.arange(len(y)), y] < below).sum())
+
+
+def _floor(floor) -> float:
+    """A floor given as a number: one in (0, 1) ("float16" was "could not convert string
+    to float", naming no parameter)."""
+    try:
+        least = float(floor)
+    except (TypeError, ValueError):
+        least = np.nan
+    if not 0 < least < 1:
+        raise CalbenchError(
+            f'log_loss: floor must be a probability in (0, 1) or "float32"; got {floor!r}.'
+        )
+    return least

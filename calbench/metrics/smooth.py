@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calbench.errors import CalbenchError
 from calbench.metrics._checks import probs_and_labels
 from calbench.metrics.binned import top_label
 
@@ -107,8 +108,19 @@ def smooth_ece(probs, y, bandwidth=None) -> float:
     """
     p, y = probs_and_labels(probs, y, "smooth_ece")
     scores, outcomes = top_label(p, y)
-    sigma = smooth_ece_bandwidth(scores, outcomes) if bandwidth is None else float(bandwidth)
+    sigma = smooth_ece_bandwidth(scores, outcomes) if bandwidth is None else _sigma(bandwidth)
     return smooth_ece_at(scores, outcomes, sigma)
+
+
+def _sigma(bandwidth) -> float:
+    """A given bandwidth, a finite number above 0 (0 divided by zero; -0.1 gave a number)."""
+    sigma = float(bandwidth)
+    if not np.isfinite(sigma) or sigma <= 0:
+        raise CalbenchError(
+            f"smooth_ece: bandwidth must be a finite number above 0 (or None, to choose it); "
+            f"got {bandwidth!r}."
+        )
+    return sigma
 
 
 def smoothed_reliability(probs, y, bandwidth=None, points: int = 200) -> dict:
@@ -123,7 +135,7 @@ def smoothed_reliability(probs, y, bandwidth=None, points: int = 200) -> dict:
     """
     p, y = probs_and_labels(probs, y, "smoothed_reliability")
     scores, outcomes = top_label(p, y)
-    sigma = smooth_ece_bandwidth(scores, outcomes) if bandwidth is None else float(bandwidth)
+    sigma = smooth_ece_bandwidth(scores, outcomes) if bandwidth is None else _sigma(bandwidth)
     mesh = np.linspace(0.0, 1.0, points)
     counts, hits = _kernel_sums(scores, [np.ones_like(scores), outcomes], sigma, mesh)
     return {

@@ -3,7 +3,9 @@ it and CalArena runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import warnings
 
 import numpy as np
@@ -38,7 +40,8 @@ class NetcalENIR(Calibrator):
         for c in binary_columns(probs.shape[1]):
             scores, hits = probs[:, c], (y == c).astype(np.int64)
             try:
-                model, fallback = enir.ENIR().fit(scores, hits), False
+                with contextlib.redirect_stdout(io.StringIO()):  # netcal prints each fit's path
+                    model, fallback = enir.ENIR().fit(scores, hits), False
             except Exception as exc:  # noqa: BLE001 (CalArena falls back on any failure)
                 warnings.warn(
                     f"netcal's ENIR failed on class {c} ({type(exc).__name__}: {exc}); "
