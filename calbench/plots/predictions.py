@@ -108,7 +108,11 @@ def stored_tasks(
         cells = cells[cells["method"].isin(methods)]
     rank = {m: i for i, m in enumerate(order)}
     cells = cells.assign(rank=cells["method"].map(lambda m: rank.get(m, len(rank))))
-    groups = list(cells.sort_values(["rank"], kind="stable").groupby(["dataset", "classifier"]))
+    # Each method's cells in the order of their setting (seeds and all else but the
+    # method's), so that its first cell, which the simplex maps draw, shares the data of the
+    # others' and of the task's config (`Task.config_hash`).
+    by = ["rank", "setting"] if "setting" in cells else ["rank"]
+    groups = list(cells.sort_values(by, kind="stable").groupby(["dataset", "classifier"]))
     drawn = groups[:limit]
     progress = tqdm(
         total=sum(len(g) for _, g in drawn),
@@ -118,11 +122,15 @@ def stored_tasks(
     )
     tasks = []
     for (dataset, classifier), group in drawn:
-        folds = {}
+        folds, drawn_as = {}, {}
         for cell in group.itertuples():
-            # A sweep over criteria or losses has several cells per method: the first drawn.
-            if cell.method not in folds:
-                folds[cell.method] = store.predictions(cell.config_hash, cell.predictions_sha256)
+            # A method's cells over seeds are pooled, fold by fold, as the tables average
+            # them (its first seed's alone once put seed 4's ECE beside seed 0's and 1's);
+            # over criteria or losses, the first drawn only (the tables' other rows).
+            kind = tuple(getattr(cell, c, "") for c in ("criterion", "loss", "shift"))
+            if drawn_as.setdefault(cell.method, kind) == kind:
+                stored = store.predictions(cell.config_hash, cell.predictions_sha256)
+                folds.setdefault(cell.method, []).extend(stored)
             progress.update()
         tasks.append(Task(dataset, classifier, folds, group["config_hash"].iat[0]))
     progress.close()

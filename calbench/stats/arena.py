@@ -140,6 +140,9 @@ def blocks_to_tell_apart(
     z = norm.ppf(1 - alpha / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         needed = n_blocks * (z * spread / np.abs(gaps)) ** 2
+    # A gap with no spread over the resamples (every block agrees) is told apart by any
+    # one block: at least 1, never the "0" the formula gives.
+    needed = np.where(np.isfinite(needed), np.maximum(needed, 1.0), needed)
     needed[leader] = np.nan
     return needed
 

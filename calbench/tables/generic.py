@@ -37,10 +37,14 @@ def generic_specs(experiment: str, rows: pd.DataFrame) -> list[dict]:
         for m in dict.fromkeys(rows["metric"])
         if m not in NOT_RANKED and not m.startswith(CURVE_METRIC)
     ]
-    return [_spec(experiment, metric, methods, tasks[metric]) for metric in metrics]
+    # A sweep over seeds (or anything but the labels) stores several cells per task and
+    # method, which one value averages: said in the caption, not left to be guessed.
+    cells = rows.groupby(["dataset", "method"])["config_hash"].nunique()
+    pooled = int(cells.max()) if len(cells) else 1
+    return [_spec(experiment, metric, methods, tasks[metric], pooled) for metric in metrics]
 
 
-def _spec(experiment: str, metric: str, methods: list[str], tasks: list[str]) -> dict:
+def _spec(experiment: str, metric: str, methods, tasks: list[str], pooled: int = 1) -> dict:
     spec = {
         "name": f"{experiment}_{metric}",
         "experiment": experiment,
@@ -48,7 +52,13 @@ def _spec(experiment: str, metric: str, methods: list[str], tasks: list[str]) ->
         "metric": metric,
         "title": f"{metric} ({'higher' if higher_is_better(metric) else 'lower'} is better): "
         f"fold mean per task and method, experiment {experiment} "
-        "(generic layout; rank within each row as subscript, best bold).",
+        "(generic layout; rank within each row as subscript, best bold)."
+        + (
+            f" Up to {pooled} stored cells per task and method (a sweep's seeds or settings): "
+            "each value is the mean of their folds."
+            if pooled > 1
+            else ""
+        ),
         "columns": {m: m for m in methods},
         "rows": {t: ["", t] for t in tasks},
         "decimals": 4,

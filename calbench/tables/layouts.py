@@ -215,6 +215,13 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
     if spec.get("show_ranks", True) and not np.isnan(ranks).all():
         title += " " + SHOWN_RANKS_NOTE
     complete = pd.DataFrame(values, index=datasets, columns=list(columns)).dropna()
+    partial = [d for d in datasets if d not in complete.index]
+    if partial and spec.get("show_ranks", True) and len(complete):
+        shown = ", ".join(map(str, partial[:3])) + (" ..." if len(partial) > 3 else "")
+        title += (
+            f" Rows without every method ({shown}) are not ranked; the average ranks are "
+            f"over the other {len(complete)}."
+        )
     if spec.get("friedman") and len(complete) >= 2 and complete.shape[1] >= 3:
         test = friedman(complete, higher)
         title += f" Friedman test over {test.n_tasks} tasks: p = {test.p_value:.3g}."

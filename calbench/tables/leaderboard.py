@@ -255,7 +255,9 @@ def _per_task(table, complete, rows, cells, methods, better, paired, clear, dist
         table["better_than_ts"] = clear[:, :, ref].sum(axis=0)
         table["worse_than_ts"] = clear[:, ref, :].sum(axis=0)
     table["median_fit_seconds"] = fit_seconds(rows, complete.index).reindex(methods).to_numpy()
-    table["unconverged_tasks"] = unconverged_tasks(rows, cells.loc[complete.index, methods])
+    ranked = cells.loc[complete.index, methods]
+    table["unconverged_tasks"] = flagged_tasks(rows, ranked, "fit_unconverged")
+    table["refuted_tasks"] = flagged_tasks(rows, ranked, "wrong_certainties")
     best = complete.idxmax(axis=1) if better else complete.idxmin(axis=1)
     per_task = pd.DataFrame(
         {"best": best, "best_value": complete.max(axis=1) if better else complete.min(axis=1)}
@@ -326,12 +328,11 @@ def leaderboard(
     )
 
 
-def unconverged_tasks(rows: pd.DataFrame, cells: pd.DataFrame) -> np.ndarray:
-    """Per method (``cells``' columns), the tasks on which a cell's fit stopped before
-    converging in some fold (row ``fit_unconverged``)."""
-    short = set(
-        rows.loc[(rows["metric"] == "fit_unconverged") & (rows["value"] > 0), "config_hash"]
-    )
+def flagged_tasks(rows: pd.DataFrame, cells: pd.DataFrame, flag: str) -> np.ndarray:
+    """Per method (``cells``' columns), the tasks on which a cell has stored row ``flag``
+    above 0 in some fold: ``fit_unconverged`` (a fit stopped before converging),
+    ``wrong_certainties`` (certainties the labels refuted), as the tables mark them."""
+    short = set(rows.loc[(rows["metric"] == flag) & (rows["value"] > 0), "config_hash"])
     if not short:
         return np.zeros(cells.shape[1], dtype=int)
     hit = cells.map(lambda hashes: any(h in short for h in hashes))

@@ -11,7 +11,7 @@ import pandas as pd
 
 from calbench.errors import CalbenchError
 from calbench.markup import markdown_table, md_text
-from calbench.metrics.scoring import UNCONVERGED_MARK
+from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
 from calbench.stats import arena
 from calbench.stats.bootstrap import BootstrapSettings
 
@@ -66,6 +66,8 @@ def display_frame(board: Leaderboard) -> pd.DataFrame:
     shown["median fit (s)"] = t["median_fit_seconds"].map(lambda v: f"{v:.3g}")
     if "unconverged_tasks" in t and t["unconverged_tasks"].any():
         shown[f"{UNCONVERGED_MARK} unconverged (tasks)"] = t["unconverged_tasks"].map(str)
+    if "refuted_tasks" in t and t["refuted_tasks"].any():
+        shown[f"{REFUTED_MARK} refuted certainties (tasks)"] = t["refuted_tasks"].map(str)
     if "mean_win_rate_over_experiments" in t:
         shown["win rate, mean of experiments'"] = t["mean_win_rate_over_experiments"].map(
             lambda v: f"{v:.3f}"
@@ -100,7 +102,10 @@ def caption(board: Leaderboard) -> str:
     text = (
         f"Leaderboard of {board.experiment} on {board.metric} ({direction} is better) over "
         f"{len(board.values)} tasks in {len(set(board.blocks))} blocks. Win rate: the share "
-        "of the other methods a method beats on a task, averaged over tasks; intervals: "
+        "of the other methods a method beats on a task, averaged over tasks; mean rank: "
+        "its rank on each task on the unrounded values, ties at their average (1.5, 1.5, "
+        "3), averaged (the tables rank their shown values, ties at the best rank: they "
+        "may differ); intervals: "
         f"{board.settings.resamples} bootstrap resamples of blocks of tasks (a block: one "
         f"data set), seed {board.settings.seed}. Rank (95% set): the ranks a method takes "
         "in the central 95% of those resamples. Blocks to tell from #1: about how many data "
@@ -114,6 +119,12 @@ def caption(board: Leaderboard) -> str:
             f" {UNCONVERGED_MARK} unconverged: the tasks on which the method's fit stopped "
             "before converging in some fold (row fit_unconverged); there its value is not "
             "the method's optimum."
+        )
+    if "refuted_tasks" in board.table and board.table["refuted_tasks"].any():
+        text += (
+            f" {REFUTED_MARK} refuted certainties: the tasks on which the method's test "
+            f"predictions gave some labels a probability below {REFUTED_BELOW:g} (row "
+            "wrong_certainties), each adding over 20.7 nats to its summed log-loss."
         )
     text += same_data_note(board)
     if "mean_win_rate_over_experiments" in board.table:

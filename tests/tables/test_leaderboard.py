@@ -257,3 +257,22 @@ def test_competitors_are_method_and_criterion_and_tasks_split_by_shift():
     # One criterion: the methods keep their names.
     plain = labelled(rows[rows["criterion"] != "ece"])
     assert sorted(set(plain["method"])) == ["ts", "uncal"]
+
+
+def test_flagged_tasks_count_the_tasks_a_tables_mark_would_flag():
+    """The leaderboard ranked cells the tables mark ‡ (refuted certainties) without a word."""
+    from calbench.tables.leaderboard import flagged_tasks
+
+    rows = pd.DataFrame(
+        {
+            "config_hash": ["a1", "a1", "b1", "b2", "b2"],
+            "metric": ["wrong_certainties", "fit_unconverged", "wrong_certainties"] * 1
+            + ["wrong_certainties", "log_loss"],
+            "value": [3.0, 0.0, 0.0, 1.0, 0.7],
+        }
+    )
+    cells = pd.DataFrame(
+        {"iso": [["a1"], ["a2"]], "hist": [["b1"], ["b2"]]}, index=["task_a", "task_b"]
+    )
+    assert flagged_tasks(rows, cells, "wrong_certainties").tolist() == [1, 1]
+    assert flagged_tasks(rows, cells, "fit_unconverged").tolist() == [0, 0]
