@@ -10,8 +10,9 @@ Nothing is refitted: every figure reads the cells' rows or their stored predicti
   graphs (Gupta Fig. 1 a-b, their ks_error the tables') of the leaderboard's top three
   methods on log-loss, TS and uncalibrated, the same on every task (`--methods` names any
   number; `--ci`: each reliability bar's bootstrap interval).
-- Experiments with several data sets: a critical-difference diagram per metric (p-cw-ECE's
-  too where it was recorded: Kull Fig. 3a) and, for the calibration tests' acceptance
+- Experiments with several data sets: from 5 tasks, a critical-difference diagram per
+  metric (p-cw-ECE's too where it was recorded: Kull Fig. 3a) and, for the calibration
+  tests' acceptance
   shares, Kull Fig. 3b (per calibrator) and 3c (per classifier, uncalibrated).
 - Hoki Fig. 3's log ECE vs variance scatter, where both were recorded.
 """
@@ -30,6 +31,7 @@ from calbench.metrics import higher_is_better
 from calbench.plots.acceptance import acceptance_boxes, acceptance_shares
 from calbench.plots.cd_diagram import cd_figure
 from calbench.plots.ks import ece_variance_scatter
+from calbench.plots.leaderboard import MIN_CD_TASKS
 from calbench.plots.predictions import stored_tasks, task_figures
 from calbench.results.experiment import Results
 
@@ -52,6 +54,8 @@ def cd_figures(
             .unstack("method")
             .dropna()  # a CD diagram ranks the tasks that every method has results on
         )
+        if len(table) < MIN_CD_TASKS:  # as the leaderboard's (2 tasks: a test with no power)
+            continue
         paths += cd_figure(
             table,
             higher_is_better(metric),

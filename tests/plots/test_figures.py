@@ -103,9 +103,13 @@ def test_kull_fig3bc_shares_of_folds_judged_calibrated(tmp_path):
 def test_figures_of_an_experiment_without_a_preset_come_from_the_store(tmp_path, rng):
     from calbench.plots.write import write_figures
 
-    _store(tmp_path, ["d0", "d1", "d2"], ["a", "b", "c"], rng)  # experiment "e": no preset
+    tasks = ["d0", "d1", "d2", "d3", "d4"]
+    _store(tmp_path, tasks, ["a", "b", "c"], rng)  # experiment "e": no preset
     paths = write_figures("e", tmp_path, formats=["png"], metrics=["log_loss"])
     assert [p.name for p in paths] == ["e_cd_log_loss.png"]
+    # under 5 tasks none, as the leaderboard draws none (the report showed one over 2)
+    _store(tmp_path / "few", tasks[:3], ["a", "b", "c"], rng)
+    assert cd_figures("e", tmp_path / "few", ["log_loss"], tmp_path / "f", ["png"]) == []
 
 
 @pytest.mark.filterwarnings("ignore:All-NaN slice")  # bins no resample fills
