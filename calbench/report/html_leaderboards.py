@@ -12,6 +12,7 @@ from calbench.markup import html_text
 from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
 from calbench.report.html_cells import cell_link, method_link
 from calbench.report.html_elements import figure, num_td, open_table, slug, td
+from calbench.tables.leaderboard_text import ts_told_apart
 
 #: The leaderboard's displayed columns and the numbers they sort by.
 _SORT_BY = {
@@ -143,7 +144,7 @@ def _per_task_table(board, hashes: pd.DataFrame, methods) -> str:
         if "ts_value" in per_task:
             tds.append(_linked_value(row["ts_value"], hashes.loc[task, REFERENCE]))
         if "ts_distinguishable" in per_task:
-            tds.append(td("yes" if row["ts_distinguishable"] else "no (tied)"))
+            tds.append(td(ts_told_apart(best, row["ts_distinguishable"])))
         lines.append("<tr>" + "".join(tds) + "</tr>")
     lines.append("</tbody></table>")
     return "\n".join(lines)

@@ -34,6 +34,7 @@ from calbench.tables.generic import task_rows
 from calbench.tables.intervals import Replicates
 from calbench.tables.leaderboard_text import (
     MIN_BLOCKS,  # noqa: F401
+    REFERENCE,
     Leaderboard,
     caption,  # noqa: F401
     display_frame,  # noqa: F401
@@ -44,9 +45,6 @@ from calbench.tables.leaderboard_text import (
     to_markdown,  # noqa: F401
     write_leaderboard,  # noqa: F401
 )
-
-#: The reference the per-task comparisons count against.
-REFERENCE = "ts"
 
 
 def labelled(rows: pd.DataFrame) -> pd.DataFrame:

@@ -162,6 +162,17 @@ def same_data_note(board: Leaderboard) -> str:
     )
 
 
+#: The reference the per-task comparisons count against.
+REFERENCE = "ts"
+
+
+def ts_told_apart(best: str, told: bool) -> str:
+    """The per-task column's words: "TS is the best" where it is (it said "no (tied)")."""
+    if best == REFERENCE:
+        return "TS is the best"
+    return "yes" if told else "no (tied)"
+
+
 def to_markdown(board: Leaderboard) -> str:
     frame = display_frame(board)
     frame.insert(0, "method", frame.index)
@@ -169,9 +180,10 @@ def to_markdown(board: Leaderboard) -> str:
     lines = [f"**{md_text(caption(board))}**", "", markdown_table(frame, index=False), ""]
     per_task = board.per_task.copy()
     if "ts_distinguishable" in per_task:
-        per_task["ts_distinguishable"] = per_task["ts_distinguishable"].map(
-            {True: "yes", False: "no (tied)"}
-        )
+        per_task["ts_distinguishable"] = [
+            ts_told_apart(best, told)
+            for best, told in per_task[["best", "ts_distinguishable"]].to_numpy()
+        ]
     lines += improvement_lines(board)
     lines += [
         "Per task: the best method, TS's value and whether the paired test tells TS from it.",

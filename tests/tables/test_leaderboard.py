@@ -276,3 +276,14 @@ def test_flagged_tasks_count_the_tasks_a_tables_mark_would_flag():
     )
     assert flagged_tasks(rows, cells, "wrong_certainties").tolist() == [1, 1]
     assert flagged_tasks(rows, cells, "fit_unconverged").tolist() == [0, 0]
+
+
+def test_the_per_task_column_says_when_ts_is_the_best():
+    """It said "no (tied)" of TS against itself."""
+    from calbench.tables.leaderboard_text import ts_told_apart
+
+    assert [ts_told_apart("ts", False), ts_told_apart("vs", False), ts_told_apart("vs", True)] == [
+        "TS is the best",
+        "no (tied)",
+        "yes",
+    ]
