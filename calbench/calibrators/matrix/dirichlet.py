@@ -12,7 +12,12 @@ class DirichletCalibrator(MatrixScaling):
     `MatrixScaling`. Zero probabilities cannot arise: ``ln p`` is computed as
     ``log_softmax(z)``; data given as probabilities arrive as ``log(clip(p, 2.2e-308))``.
     ``make bench`` times it against dirichletcal's ``FullDirichletCalibrator``; the
-    tests check the objective it minimises against a plain numpy one.
+    tests check the objective it minimises against a plain numpy one. Strengths ported
+    from dirichletcal mean the same here with its ``reg_norm=True, ref_row=False``
+    (``dir_odir`` at ``reg_lambda = reg_mu = 0.01`` on 2,000 seeded rows: predictions
+    within 1e-10 at 3 classes, 8e-16 at 10, dirichletcal 0.5.3); its defaults
+    (``reg_norm=False``) scale the penalty otherwise, and at 10 classes the maps differ
+    by up to 0.26 in a probability.
 
 """
         + "    Parameters\n"
