@@ -16,8 +16,8 @@ class DirichletCalibrator(MatrixScaling):
     from dirichletcal mean the same here with its ``reg_norm=True, ref_row=False``
     (``dir_odir`` at ``reg_lambda = reg_mu = 0.01`` on 2,000 seeded rows: predictions
     within 1e-10 at 3 classes, 8e-16 at 10, dirichletcal 0.5.3); its defaults
-    (``reg_norm=False``) scale the penalty otherwise, and at 10 classes the maps differ
-    by up to 0.26 in a probability.
+    (``reg_norm=False``) scale the penalty otherwise: on the same rows the predictions
+    differ by up to 0.019 at 3 classes and 0.21 at 10.
 
 """
         + "    Parameters\n"
