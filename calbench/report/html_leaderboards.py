@@ -74,7 +74,9 @@ def _columns_legend(board, head: list[str]) -> str:
 
 def leaderboards_html(results_dir: Path, report) -> str:
     from calbench.plots.leaderboard import leaderboard_cd_figure
+    from calbench.report.html_markdown import markdown_html
     from calbench.tables.leaderboard import caption, display_frame, few_blocks_caveat
+    from calbench.tables.leaderboard_text import improvement_lines
 
     parts = []
     for metric, board in report.boards.items():
@@ -90,6 +92,9 @@ def leaderboards_html(results_dir: Path, report) -> str:
         methods = set(report.rows["method"])
         parts.append(_board_table(board, display_frame(board), methods))
         parts.append(_per_task_table(board, board.cells, methods))
+        improvement = improvement_lines(board)  # (the Markdown page's and the CLI's too)
+        if improvement:
+            parts.append(markdown_html("\n".join(improvement)))
         cd = leaderboard_cd_figure(board, results_dir / "leaderboards")
         for path in report.win_rate_figures[metric] + cd:
             parts.append(figure(path))
