@@ -211,20 +211,8 @@ def datasets_by_method(spec: dict, rows: pd.DataFrame, direction) -> RankedTable
         averages.append((group, average_ranks(ranks[members])))
     info_labels, info_values, info_decimals = _info_columns(spec, rows, datasets)
     blank = np.full((len(datasets), len(info_labels)), np.nan)
-    title = spec.get("title", spec["name"])
-    if spec.get("show_ranks", True) and not np.isnan(ranks).all():
-        title += " " + SHOWN_RANKS_NOTE
     complete = pd.DataFrame(values, index=datasets, columns=list(columns)).dropna()
-    partial = [d for d in datasets if d not in complete.index]
-    if partial and spec.get("show_ranks", True) and len(complete):
-        shown = ", ".join(map(str, partial[:3])) + (" ..." if len(partial) > 3 else "")
-        title += (
-            f" Rows without every method ({shown}) are not ranked; the average ranks are "
-            f"over the other {len(complete)}."
-        )
-    if spec.get("friedman") and len(complete) >= 2 and complete.shape[1] >= 3:
-        test = friedman(complete, higher)
-        title += f" Friedman test over {test.n_tasks} tasks: p = {test.p_value:.3g}."
+    title = _ranked_title(spec, ranks, datasets, complete, higher)
     return RankedTable(
         name=spec["name"],
         title=title,
@@ -364,6 +352,25 @@ def metrics_by_method_needs(spec) -> dict:
         "method": list(spec["columns"]),
         "metric": list(spec["rows"]),
     }
+
+
+def _ranked_title(spec: dict, ranks, datasets, complete: pd.DataFrame, higher) -> str:
+    """The caption: the spec's title, then how ranks are taken, which rows are left out
+    of the average ranks (those without every method), and the Friedman test."""
+    title = spec.get("title", spec["name"])
+    if spec.get("show_ranks", True) and not np.isnan(ranks).all():
+        title += " " + SHOWN_RANKS_NOTE
+    partial = [d for d in datasets if d not in complete.index]
+    if partial and spec.get("show_ranks", True) and len(complete):
+        shown = ", ".join(map(str, partial[:3])) + (" ..." if len(partial) > 3 else "")
+        title += (
+            f" Rows without every method ({shown}) are not ranked; the average ranks are "
+            f"over the other {len(complete)}."
+        )
+    if spec.get("friedman") and len(complete) >= 2 and complete.shape[1] >= 3:
+        test = friedman(complete, higher)
+        title += f" Friedman test over {test.n_tasks} tasks: p = {test.p_value:.3g}."
+    return title
 
 
 def datasets_by_method_needs(spec) -> dict:
