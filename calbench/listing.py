@@ -11,7 +11,7 @@ import re
 from calbench.calibrators.methods import method_configs
 from calbench.calibrators.registry import CALIBRATORS, family, imported_calibrator
 from calbench.conf_files import group_files
-from calbench.errors import unknown_name
+from calbench.errors import CalbenchError, nearest, unknown_name
 from calbench.metrics import METRICS
 
 #: What ``calbench list`` lists.
@@ -57,7 +57,16 @@ def _methods() -> list[dict]:
     out = []
     for name, config in method_configs().items():
         calibrator = config["calibrator"]
-        cls = _calibrator_class(calibrator)
+        try:
+            cls = _calibrator_class(calibrator)
+        except (CalbenchError, KeyError) as exc:  # one file's mistake, named with its file
+            reason = (
+                f"calibrator: {calibrator} names no registered calibrator"
+                f"{nearest(calibrator, CALIBRATORS)} (module:Class for your own)"
+                if isinstance(exc, KeyError)
+                else str(exc)
+            )
+            raise CalbenchError(f"{files[name]}: {reason}") from None
         out.append(
             {
                 "name": name,

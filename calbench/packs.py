@@ -119,6 +119,12 @@ def _pack_folders() -> list[tuple[Path, str]]:
             candidates = [root]
         elif root.is_dir():
             candidates = sorted(p for p in root.iterdir() if (p / "pack.yaml").is_file())
+            if not candidates:  # (it was ignored: her methods then "named no method")
+                raise CalbenchError(
+                    f"{PACKS_ENV} names {root}, which holds no pack.yaml, nor does any folder "
+                    "in it; a pack is a folder with a pack.yaml (one line will do: title: "
+                    "My methods) beside its conf/."
+                )
         else:
             raise CalbenchError(
                 f"{PACKS_ENV} names {root}, which is not a folder; give folders that hold "
@@ -145,6 +151,11 @@ def _paper_packs(_env: str) -> dict[str, PaperPack]:
             )
         meta = load_yaml((folder / "pack.yaml").read_text()) or {}
         packs[folder.name] = PaperPack(folder.name, folder, module, meta)
+        # A user's pack may name its own modules as module:Class (her calibrator beside its
+        # YAML): they import from its folder wherever calbench runs (they did only from the
+        # folder that held them, and `calbench list methods` failed elsewhere).
+        if not module.startswith("calbench.papers.") and str(folder) not in sys.path:
+            sys.path.append(str(folder))
     return packs
 
 

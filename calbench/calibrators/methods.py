@@ -15,7 +15,7 @@ from numbers import Number as numbers_types
 from sklearn.base import clone
 
 from calbench.calibrators.registry import registered_calibrator
-from calbench.conf_files import read_group, root_config
+from calbench.conf_files import group_files, read_group, root_config
 from calbench.errors import CalbenchError, nearest
 from calbench.packs import paper_packs
 
@@ -32,7 +32,33 @@ def method_configs() -> dict[str, dict]:
 
 @functools.cache
 def _method_configs(_packs: tuple) -> dict[str, dict]:
-    return read_group("method")
+    configs = read_group("method")
+    files = group_files("method")
+    for name, config in configs.items():
+        _check_method_file(files[name], name, config)
+    return configs
+
+
+def _check_method_file(path, stem: str, config: dict) -> None:
+    """A method YAML (a pack's, above all) names a calibrator and carries its file's name:
+    a typo'd key crashed `calbench list methods` with a KeyError, and two files with one
+    ``name:`` were stored as one method, one cell said to supersede the other."""
+    extra = [k for k in config if k not in METHOD_KEYS]
+    if extra:
+        raise CalbenchError(
+            f"{path}: unknown key {extra[0]!r}{nearest(extra[0], METHOD_KEYS)}; the keys of "
+            f"a method are: {', '.join(METHOD_KEYS)}."
+        )
+    if not config.get("calibrator"):
+        raise CalbenchError(
+            f"{path}: no calibrator: name a registered calibrator (`calbench list "
+            "calibrators`) or your class as module:Class."
+        )
+    if config.get("name") != stem:
+        raise CalbenchError(
+            f"{path}: name: {config.get('name')} is not the file's name; a method is named "
+            f"by its file, so write name: {stem} (or rename the file)."
+        )
 
 
 def bounded_variant(method: dict) -> str | None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from calbench.calibrators import make_calibrator
 from calbench.calibrators.methods import method
@@ -72,3 +73,65 @@ def test_method_takes_module_class_as_make_calibrator_does():
     ``method("my_calibrator:Shrink")`` said "Unknown method"."""
     calibrator, grid = method(OWN_CALIBRATOR, weight=0.8)
     assert isinstance(calibrator, Shrink) and calibrator.weight == 0.8 and grid == {}
+
+
+def test_a_packs_own_module_imports_wherever_calbench_runs(tmp_path, monkeypatch):
+    """Her class beside its YAML in the pack: `list methods` failed outside its folder."""
+    pack = tmp_path / "mine"
+    (pack / "conf" / "method").mkdir(parents=True)
+    (pack / "pack.yaml").write_text("title: Mine\n")
+    (pack / "mine_cal_module.py").write_text(
+        "from tests.calibrators.own_calibrator import Shrink\n\n\nclass Mine(Shrink):\n    pass\n"
+    )
+    (pack / "conf" / "method" / "mine.yaml").write_text(
+        "name: mine\ncalibrator: mine_cal_module:Mine\n"
+    )
+    monkeypatch.setenv("CALBENCH_PAPER_PACKS", str(pack))
+    monkeypatch.chdir(tmp_path)  # not the pack's folder
+    assert type(make_calibrator("mine")).__name__ == "Mine"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: bad\ncalibrater: ts\n", r"bad.yaml: unknown key 'calibrater' \(did you mean"),
+        ("name: other\ncalibrator: ts\n", r"bad.yaml: name: other is not the file's name"),
+        ("name: bad\n", r"bad.yaml: no calibrator: name a registered calibrator"),
+    ],
+)
+def test_a_packs_bad_method_file_is_named(tmp_path, monkeypatch, text, message):
+    from calbench.calibrators.methods import method_configs
+    from calbench.errors import CalbenchError
+
+    pack = tmp_path / "badpack"
+    (pack / "conf" / "method").mkdir(parents=True)
+    (pack / "pack.yaml").write_text("title: Bad\n")
+    (pack / "conf" / "method" / "bad.yaml").write_text(text)
+    monkeypatch.setenv("CALBENCH_PAPER_PACKS", str(pack))
+    with pytest.raises(CalbenchError, match=message):
+        method_configs()
+
+
+def test_a_packs_folder_without_pack_yaml_is_named(tmp_path, monkeypatch):
+    from calbench.errors import CalbenchError
+    from calbench.packs import paper_packs
+
+    (tmp_path / "conf" / "method").mkdir(parents=True)
+    monkeypatch.setenv("CALBENCH_PAPER_PACKS", str(tmp_path))
+    with pytest.raises(CalbenchError, match="which holds no pack.yaml, nor does any folder"):
+        paper_packs()
+
+
+def test_a_packs_method_naming_no_calibrator_is_named_by_its_file(tmp_path, monkeypatch):
+    """`calbench list methods` crashed with KeyError: 'vss'."""
+    from calbench.errors import CalbenchError
+
+    pack = tmp_path / "typo"
+    (pack / "conf" / "method").mkdir(parents=True)
+    (pack / "pack.yaml").write_text("title: Typo\n")
+    (pack / "conf" / "method" / "typo.yaml").write_text("name: typo\ncalibrator: vss\n")
+    monkeypatch.setenv("CALBENCH_PAPER_PACKS", str(pack))
+    with pytest.raises(
+        CalbenchError, match=r"typo.yaml: calibrator: vss names no registered .*'vs'"
+    ):
+        catalogue("methods")
