@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 from calbench.calibrators.base import Calibrator
 from calbench.calibrators.composition import Composition
-from calbench.errors import CalbenchError, unknown_name
+from calbench.errors import CalbenchError, nearest, unknown_name
 from calbench.packs import PackRegistry
 
 #: The packages under ``calbench/calibrators/`` that hold no calibrator: the solvers.
@@ -106,9 +106,23 @@ def imported_calibrator(path: str) -> type[Calibrator]:
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        raise CalbenchError(f"cannot import calibrator {path!r}: {exc}") from None
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        ours = isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]
+        fix = (
+            f" Run calbench from the folder that holds {module_name.split('.')[0]}.py, put "
+            "it in a pack's folder (CALBENCH_PAPER_PACKS), or add its folder to PYTHONPATH."
+            if ours
+            else " (raised while importing it: the module itself imports what is missing)"
+        )
+        raise CalbenchError(f"cannot import calibrator {path!r}: {exc}.{fix}") from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        known = [n for n, v in vars(module).items() if isinstance(v, type)]
+        raise CalbenchError(
+            f"cannot import calibrator {path!r}: {module_name} has no {class_name!r}"
+            f"{nearest(class_name, known)}."
+        )
     if not (isinstance(cls, type) and issubclass(cls, Calibrator)):
         raise CalbenchError(
             f"{path} is not a calbench.calibrators.Calibrator subclass: subclass it and "

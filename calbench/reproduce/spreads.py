@@ -128,7 +128,11 @@ def verify_hint(preset: str, method: str) -> str:
     if twin is None:
         return ""
     minutes = procedure_minutes(twin)
-    cost = f"; all its seeds take about {minutes:g} minutes on 2 cores" if minutes else ""
+    cost = (  # (read as the command's cost, where it stops after a few seeds as a rule)
+        f"; at most about {minutes:g} minutes on 2 cores, were every seed needed"
+        if minutes
+        else ""
+    )
     return (
         f"Verify with `calbench reproduce {preset}` (it runs {twin} until its spread "
         f"holds the printed number{cost}). "

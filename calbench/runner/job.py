@@ -27,12 +27,19 @@ def found_stored(plan: CellPlan) -> bool:
     return ResultStore(run["results_dir"]).has(plan.hash) and not run["force"]
 
 
+# Each line flushed as it is printed: a sweep's worker processes share the terminal, and a
+# line left in a buffer came out joined to another's ("...store.[done] ...").
+
+
 def run_job(plan: CellPlan) -> str:
     """Run (or skip) the planned cell, under its lock (`calbench.results.locks`); returns
     its config hash."""
     run, cell_hash, label = plan.spec.run, plan.hash, plan.label
     if found_stored(plan):
-        print(f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.")
+        print(
+            f"[done] {label}: already in the store ({cell_hash}); force=true recomputes it.",
+            flush=True,
+        )
         return cell_hash
     check_storage(run["predictions"])  # before the work, not after
     stored = _compute_and_store(plan, ResultStore(run["results_dir"]))
@@ -49,12 +56,15 @@ def _compute_and_store(plan: CellPlan, store: ResultStore):
     with cell_lock(store.root, cell_hash, label):
         problem = store.damage(cell_hash)  # one read: stored meanwhile, damaged, or absent
         if problem is None and store.has_file(cell_hash) and not run["force"]:
-            print(f"[done] {label}: stored meanwhile by another run ({cell_hash}).")
+            print(f"[done] {label}: stored meanwhile by another run ({cell_hash}).", flush=True)
             return None
         if problem:
             with writable(store.root):
                 folder = store.quarantine(cell_hash)
-            print(f"[damaged] {label}: its stored rows ({problem}) moved to {folder}; recomputing.")
+            print(
+                f"[damaged] {label}: its stored rows ({problem}) moved to {folder}; recomputing.",
+                flush=True,
+            )
         if plan.data is not None and all(f["sha256"] for f in plan.data["files"]):
             with writable(store.root):
                 store.claim_data_name(
@@ -90,7 +100,7 @@ def _report(plan: CellPlan, rows, path) -> None:
         _print_metrics(label, rows, plan.protocol.name, summary, fit)
     else:  # one line a cell: a sweep's cells stay readable side by side
         shown = [f"{m} {np.mean(summary[m]):.4f}" for m in HEADLINE if m in summary]
-        print(f"[stored] {label} | {' | '.join(shown)} | fit {fit:.2f} s")
+        print(f"[stored] {label} | {' | '.join(shown)} | fit {fit:.2f} s", flush=True)
     if curve_points:
         print(f"risk curve: {curve_points} eps points ({CURVE_METRIC}...)")
     for note in _notes(plan, summary, rows):

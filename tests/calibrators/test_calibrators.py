@@ -695,6 +695,10 @@ def test_a_users_own_calibrator_by_import_path(tmp_path, monkeypatch):
         make_calibrator("own_cal:NotOne")
     with pytest.raises(CalbenchError, match="cannot import calibrator 'own_cal:Nope'"):
         make_calibrator("own_cal:Nope")
+    with pytest.raises(CalbenchError, match=r"own_cal has no 'hot' \(did you mean 'Hot'\?\)"):
+        make_calibrator("own_cal:hot")
+    with pytest.raises(CalbenchError, match=r"Run calbench from the folder that holds nomod.py"):
+        make_calibrator("nomod:Hot")
 
 
 RUN_INPUTS = {"criterion", "device", "true_map", "warm_start"}

@@ -600,7 +600,8 @@ def test_reproduce_fast_runs_no_procedure_twin(tmp_path, monkeypatch):
     hint = spreads_module.verify_hint("kull_deepnet", "vs_kull_keras")
     assert hint == (
         "Verify with `calbench reproduce kull_deepnet` (it runs kull_deepnet_procedure until its "
-        "spread holds the printed number; all its seeds take about 60 minutes on 2 cores). "
+        "spread holds the printed number; at most about 60 minutes on 2 cores, were every "
+        "seed needed). "
     )
 
 
