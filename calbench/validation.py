@@ -74,9 +74,15 @@ def trust_scores(*arrays, where: str) -> None:
 
 def check_scores(scores, field_name: str, where: str) -> np.ndarray:
     """A finite float64 matrix with at least one row and two columns."""
-    if _TRUSTED and _TRUSTED[-1].get(id(scores)) is scores:
+    if is_trusted(scores):
         return scores
     return _checked_scores(scores, field_name, where)
+
+
+def is_trusted(scores) -> bool:
+    """Whether ``scores`` were checked once in this scope (`trust_scores`): reads of their
+    entries are skipped (inner CV's fold slices at every grid point)."""
+    return bool(_TRUSTED) and _TRUSTED[-1].get(id(scores)) is scores
 
 
 def _checked_scores(scores, field_name: str, where: str) -> np.ndarray:

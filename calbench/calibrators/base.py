@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from calbench.calibrators.constraints import CONSTRAINTS
 from calbench.errors import CalbenchError
-from calbench.validation import check_labels, check_scores
+from calbench.validation import check_labels, check_scores, is_trusted
 
 
 class Calibrator(ClassifierMixin, BaseEstimator):
@@ -135,9 +135,10 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         """
         owner = f"{type(self).__name__}.fit"
         self.validate_params()
-        columns = _column_names(logits)
+        columns, trusted = _column_names(logits), is_trusted(logits)
         logits = check_scores(logits, "logits", owner)
-        _warn_if_probabilities(logits, owner)
+        if not trusted:  # (read once, as check_scores reads them: not in inner CV's loop)
+            _warn_if_probabilities(logits, owner)
         if columns is None:  # (scikit-learn's attribute, set for frames only)
             self.__dict__.pop("feature_names_in_", None)
         else:
@@ -248,8 +249,9 @@ def _column_names(scores) -> list[str] | None:
 
 def _warn_if_probabilities(logits: np.ndarray, owner: str) -> None:
     """Every row non-negative and summing to 1: probabilities passed where logits go. A
-    calibrator fitted on them silently does worse than none (DIR on softmax outputs: held-out
-    log-loss 0.508 against 0.444 on their logs, 0.479 uncalibrated)."""
+    calibrator fitted on them fits a map of the wrong inputs, silently (``dir`` on softmax
+    outputs, 2,000 + 2,000 seeded rows of 3 classes: held-out log-loss 0.854 against 0.814
+    on their logs)."""
     if logits.min() < 0 or logits.max() > 1:
         return
     if np.abs(logits.sum(axis=1) - 1).max() <= 1e-6:

@@ -108,10 +108,12 @@ def imported_calibrator(path: str) -> type[Calibrator]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        ours = isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]
+        missing = getattr(exc, "name", None) or ""
+        ours = bool(missing) and (module_name + ".").startswith(missing + ".")
         fix = (
-            f" Run calbench from the folder that holds {module_name.split('.')[0]}.py, put "
-            "it in a pack's folder (CALBENCH_PAPER_PACKS), or add its folder to PYTHONPATH."
+            f" Run calbench from the folder that holds {missing.split('.')[0]}.py (or its "
+            "package), put it in a pack's folder (CALBENCH_PAPER_PACKS), or add its folder "
+            "to PYTHONPATH."
             if ours
             else " (raised while importing it: the module itself imports what is missing)"
         )

@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 import time
+import warnings
 
 from calbench.errors import CalbenchError, file_fault
 
@@ -55,17 +56,18 @@ COMMANDS = {
 }
 
 
-def one_line_warnings() -> None:
+def one_line_warnings():
     """Warnings as one line each, as calbench's errors are: Python's own form adds the
     warning's file and line and the source line after it ("return build("), which name
-    calbench's code, not what the user did."""
-    import warnings
+    calbench's code, not what the user did. Returns the form it replaced."""
+    replaced = warnings.formatwarning
 
     def line(message, category, filename, lineno, source=None):  # noqa: ARG001
         own = f"{os.sep}calbench{os.sep}" in filename
         return f"calbench: warning: {message}\n" if own else f"{category.__name__}: {message}\n"
 
     warnings.formatwarning = line
+    return replaced
 
 
 def fail(message: str) -> None:
@@ -227,23 +229,25 @@ def _check_nested_key(argv: list[str], arg: str, head: str, rest: str) -> None:
     parts = rest.split(".")
     if len(parts) < 2:
         return
-    chosen = None
+    chosen, given = None, False
     for other in argv:
         key, values = override_values(other)
         if key == "experiment":
             return
         if key == head:
-            chosen = values
+            chosen, given = values, True
+    if given and chosen is None:
+        return  # a value Hydra reads later (an interpolation): Hydra's own check then
     if chosen is None:
         chosen = [next(d[head] for d in root_config()["defaults"] if head in d)]
     options = read_group(head)
     for option in chosen:
         node = options.get(option)
-        if node is None:
-            return  # (a name Hydra's own check names)
+        if node is None or "defaults" in node:
+            return  # a name Hydra's own check names; an option that inherits its keys
         for depth, part in enumerate(parts):
             if not isinstance(node, dict) or part not in node:
-                where = f"{head}.{'.'.join(parts[:depth])}."
+                where = ".".join([head, *parts[:depth]]) + "."
                 known = [where + k for k in node] if isinstance(node, dict) else []
                 fail(
                     f"{head} {option!r} sets no {where}{part}"
@@ -301,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE)
         return
     command, rest = argv[0], argv[1:]
-    one_line_warnings()
+    python_form = one_line_warnings()
     try:
         if command == "run":
             started = time.time()
@@ -318,6 +322,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(exc))
     except OSError as exc:  # a full disk, a file where a folder belongs: the folder's fault
         fail(str(file_fault(exc)))
+    finally:  # (a program or test that calls main keeps its own form afterwards)
+        warnings.formatwarning = python_form
 
 
 if __name__ == "__main__":

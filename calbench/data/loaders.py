@@ -122,8 +122,10 @@ def _check_binary(p, key: str, labels) -> None:
     """A vector of scores is read as a binary task's class-1 scores: labels above 1 then
     say the file meant another shape (the labels' own check spoke of "2 score columns"
     the file never had)."""
-    top = np.max(labels, initial=0) if np.size(labels) else 0
-    if np.issubdtype(np.asarray(labels).dtype, np.number) and top > 1:
+    if not np.issubdtype(np.asarray(labels).dtype, np.number) or not np.size(labels):
+        return  # (names as labels: the labels' own check says what to do)
+    top = np.max(labels)
+    if top > 1:
         raise CalbenchError(
             f"{p.name}: {key} is a vector (one score a row), read as a binary task's class-1 "
             f"scores, but its labels go up to {top}; save one column per class "

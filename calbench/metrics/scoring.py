@@ -164,6 +164,8 @@ def confidence_variance(probs, y=None) -> float:
 #: A true-class probability below this is a certainty the label refuted: each such row adds
 #: more than 20.7 nats to the summed log-loss.
 REFUTED_BELOW = 1e-9
+#: What one such row costs, in the words every table, leaderboard and page uses.
+REFUTED_COST = f"each adding over {-np.log(REFUTED_BELOW):.1f} nats to its summed log-loss"
 #: How tables (and a run's note) mark a cell with such rows (`calbench.tables.certainties`).
 REFUTED_MARK = "‡"
 #: The mark of a value whose cell's fit stopped before converging in some fold (row

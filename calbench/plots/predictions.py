@@ -88,9 +88,12 @@ def table_measures(metrics: dict | None) -> dict:
     ece = dict((metrics or {}).get("confidence_ece") or {})
     ks = dict((metrics or {}).get("ks_error") or {})
     equal_width = ece.get("binning", "equal_width") == "equal_width" and ece.get("alpha", 1) == 1
+    # A metric set without confidence_ece (Gupta's prints confidence_ece_25): no table
+    # prints the panel's number under that name.
+    tabled = equal_width and (metrics is None or "confidence_ece" in metrics)
     return {
         "n_bins": int(ece.get("n_bins", 15)) if equal_width else 15,
-        "ece_name": "confidence_ece" if equal_width else "ECE",
+        "ece_name": "confidence_ece" if tabled else "ECE",
         "ks": {"mode": ks.get("mode", "top"), "r": ks.get("r", 1)},
     }
 

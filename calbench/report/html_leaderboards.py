@@ -9,7 +9,12 @@ import numpy as np
 import pandas as pd
 
 from calbench.markup import html_text
-from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
+from calbench.metrics.scoring import (
+    REFUTED_BELOW,
+    REFUTED_COST,
+    REFUTED_MARK,
+    UNCONVERGED_MARK,
+)
 from calbench.report.html_cells import cell_link, method_link
 from calbench.report.html_elements import figure, num_td, open_table, slug, td
 from calbench.tables.leaderboard_text import ts_told_apart
@@ -55,7 +60,7 @@ def column_meanings(board) -> dict[str, str]:
         "converging in some fold (row fit_unconverged): there its value is not its optimum.",
         f"{REFUTED_MARK} refuted certainties (tasks)": "Tasks on which its test predictions "
         f"gave some labels a probability below {REFUTED_BELOW:g} (row wrong_certainties): "
-        "certainties the labels refuted, each over 20.7 nats of summed log-loss.",
+        f"certainties the labels refuted, {REFUTED_COST}.",
         "win rate, mean of experiments'": "CalArena's ranking across its collections: the "
         "mean of each experiment's own win rate.",
     }

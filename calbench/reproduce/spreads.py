@@ -129,9 +129,7 @@ def verify_hint(preset: str, method: str) -> str:
         return ""
     minutes = procedure_minutes(twin)
     cost = (  # (read as the command's cost, where it stops after a few seeds as a rule)
-        f"; at most about {minutes:g} minutes on 2 cores, were every seed needed"
-        if minutes
-        else ""
+        f"; at most about {minutes:g} minutes on 2 cores, were every seed needed" if minutes else ""
     )
     return (
         f"Verify with `calbench reproduce {preset}` (it runs {twin} until its spread "

@@ -112,7 +112,8 @@ def check_method_name(method: dict) -> None:
 
     known = method_configs().get(str(name))
     if known is not None and str(method.get("calibrator")) != str(known["calibrator"]):
-        own = str(method.get("calibrator")).rpartition(":")[2].lower() or "my_method"
+        own = str(method.get("calibrator")).rpartition(":")[2].lower() or "method"
+        own = f"my_{own}" if own in method_configs() else own  # (vs would meet vs's cells)
         raise CalbenchError(
             f"method.calibrator={method.get('calibrator')} replaces the calibrator of "
             f"method {name!r} (calibrator {known['calibrator']}) but keeps its name, so its "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 import threading
 import time
 
@@ -50,7 +51,15 @@ class _RunningCell:
 _POINT = contextvars.ContextVar("calbench_sweep_point", default="")
 
 #: Override keys a cell's label names already (`calbench.runner.plan.CellPlan.label`).
-LABELLED_KEYS = ("experiment", "dataset", "method", "dataset.path", "dataset.name")
+LABELLED_KEYS = (
+    "experiment",
+    "dataset",
+    "method",
+    "dataset.path",
+    "dataset.name",
+    "dataset.task",
+    "method.name",
+)
 
 
 def sweep_points(job_overrides) -> list[str]:
@@ -95,22 +104,25 @@ def running(label: str, timer=time.perf_counter):
     cell = _RunningCell(label, timer)
     token = _CELL.set(cell)
     stop = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(cell, stop), daemon=True)
+    # (the stream of the cell's start: a calibrator may swap sys.stdout while it fits)
+    beat = threading.Thread(target=_heartbeat, args=(cell, stop, sys.stdout), daemon=True)
     beat.start()
     try:
         yield
     finally:
         stop.set()
+        beat.join()  # no line after the cell's own last
         _CELL.reset(token)
 
 
-def _heartbeat(cell: _RunningCell, stop: threading.Event) -> None:
+def _heartbeat(cell: _RunningCell, stop: threading.Event, stream) -> None:
     while not stop.wait(1.0):
         now = cell.timer()
         quiet = now - (cell.last if cell.last is not None else cell.started)
         if quiet >= HEARTBEAT_EVERY:
             cell.last = now
-            print(f"[cell] {cell.label} | running, {clock(now - cell.started)} so far", flush=True)
+            line = f"[cell] {cell.label} | running, {clock(now - cell.started)} so far"
+            print(line, file=stream, flush=True)
 
 
 class GridProgress:

@@ -14,7 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
+from calbench.metrics.scoring import (
+    REFUTED_BELOW,
+    REFUTED_COST,
+    REFUTED_MARK,
+    UNCONVERGED_MARK,
+)
 from calbench.tables.layouts import RankedTable
 
 
@@ -27,7 +32,7 @@ def mark_wrong_certainties(table: RankedTable, rows: pd.DataFrame) -> RankedTabl
         table.flag_note = (
             f"{REFUTED_MARK} the method's test predictions gave some labels a probability below "
             f"{REFUTED_BELOW:g} (stored row wrong_certainties): certainties the labels "
-            "refuted, each adding over 20.7 nats to its summed log-loss."
+            f"refuted, {REFUTED_COST}."
         )
     return table
 

@@ -361,7 +361,8 @@ def _ranked_title(spec: dict, ranks, datasets, complete: pd.DataFrame, higher) -
     if spec.get("show_ranks", True) and not np.isnan(ranks).all():
         title += " " + SHOWN_RANKS_NOTE
     partial = [d for d in datasets if d not in complete.index]
-    if partial and spec.get("show_ranks", True) and len(complete):
+    ranked = spec.get("show_ranks", True) and not np.isnan(ranks).all()
+    if partial and ranked and len(complete):
         shown = ", ".join(map(str, partial[:3])) + (" ..." if len(partial) > 3 else "")
         title += (
             f" Rows without every method ({shown}) are not ranked; the average ranks are "

@@ -11,7 +11,12 @@ import pandas as pd
 
 from calbench.errors import CalbenchError
 from calbench.markup import markdown_table, md_text
-from calbench.metrics.scoring import REFUTED_BELOW, REFUTED_MARK, UNCONVERGED_MARK
+from calbench.metrics.scoring import (
+    REFUTED_BELOW,
+    REFUTED_COST,
+    REFUTED_MARK,
+    UNCONVERGED_MARK,
+)
 from calbench.stats import arena
 from calbench.stats.bootstrap import BootstrapSettings
 
@@ -124,7 +129,7 @@ def caption(board: Leaderboard) -> str:
         text += (
             f" {REFUTED_MARK} refuted certainties: the tasks on which the method's test "
             f"predictions gave some labels a probability below {REFUTED_BELOW:g} (row "
-            "wrong_certainties), each adding over 20.7 nats to its summed log-loss."
+            f"wrong_certainties), {REFUTED_COST}."
         )
     text += same_data_note(board)
     if "mean_win_rate_over_experiments" in board.table:

@@ -211,3 +211,13 @@ def test_the_figures_numbers_are_the_tables(tmp_path, monkeypatch, capsys, cells
     for (method, metric), text in printed.items():
         assert f"{metric} {table[(method, metric)]:.4f}" in text
         assert f"mean of {folds} folds" in text
+
+
+def test_a_metric_set_without_confidence_ece_labels_the_panel_ece():
+    """Gupta's set prints confidence_ece_25: a panel labelled confidence_ece named a number
+    no table of the task printed (the review of 2026-11-29)."""
+    from calbench.plots.predictions import table_measures
+
+    assert table_measures(None)["ece_name"] == "confidence_ece"
+    assert table_measures({"confidence_ece": {"n_bins": 10}})["n_bins"] == 10
+    assert table_measures({"confidence_ece_25": {"n_bins": 25}})["ece_name"] == "ECE"

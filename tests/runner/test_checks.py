@@ -53,7 +53,7 @@ from tests.runner.test_runner import plan
         ),
         (  # her class under a library method's name would be stored as that method's
             ["method.calibrator=vs"],
-            r"replaces the calibrator of method 'ts' \(calibrator ts\) .* method.name=vs\.",
+            r"replaces the calibrator of method 'ts' \(calibrator ts\) .* method.name=my_vs\.",
         ),
         (
             ["method=knn_kl", "+method.params.n_neighbors=64"],

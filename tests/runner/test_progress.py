@@ -160,6 +160,8 @@ def test_a_long_cell_without_a_grid_says_it_is_still_running(monkeypatch, capsys
             time.sleep(0.1)
             seen += capsys.readouterr().out
     assert seen == "[cell] exp | data | forest | running, 1:15 so far\n"
-    with running("exp | data | quick", timer=FakeTimer()):
-        time.sleep(1.5)  # a quick cell (its clock at 0 s) prints nothing
+    quick = FakeTimer()
+    with running("exp | data | quick", timer=quick):
+        quick.now = 30.0
+        time.sleep(1.5)  # 30 s in: quiet for less than HEARTBEAT_EVERY, nothing printed
     assert capsys.readouterr().out == ""
