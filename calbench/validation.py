@@ -145,6 +145,17 @@ def _checked_scores(scores, field_name: str, where: str) -> np.ndarray:
     return arr
 
 
+def rows_off_one(sums: np.ndarray, tolerance: float) -> tuple[int, int, float] | None:
+    """(how many rows, the first, its sum) of the row sums ``sums`` further than
+    ``tolerance`` from 1; None where none is. The one test behind every "rows must sum to
+    1" message (data loaded, metrics' inputs, a cell's predictions), each with its own fix."""
+    off = np.abs(sums - 1) > tolerance
+    if not off.any():
+        return None
+    row = int(np.argmax(off))
+    return int(off.sum()), row, float(sums[row])
+
+
 def check_probabilities(probs, field_name: str, where: str) -> np.ndarray:
     """Rows on the probability simplex (renormalised when off by rounding only)."""
     arr = check_scores(probs, field_name, where)
@@ -154,12 +165,12 @@ def check_probabilities(probs, field_name: str, where: str) -> np.ndarray:
             "(pass them as logits instead)."
         )
     sums = arr.sum(axis=1)
-    off = np.abs(sums - 1) > _ROW_SUM_TOLERANCE
-    if off.any():
-        row = int(np.argmax(off))
+    off = rows_off_one(sums, _ROW_SUM_TOLERANCE)
+    if off:
+        count, row, total = off
         raise CalbenchError(
-            f"{where}: rows of {field_name} must sum to 1; {int(off.sum())} rows do not "
-            f"(row {row} sums to {sums[row]:.6g}). Renormalise them or supply logits."
+            f"{where}: rows of {field_name} must sum to 1; {count} rows do not "
+            f"(row {row} sums to {total:.6g}). Renormalise them or supply logits."
         )
     return arr / sums[:, None]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from calbench.errors import CalbenchError
-from calbench.validation import check_labels, check_scores
+from calbench.validation import check_labels, check_scores, rows_off_one
 
 
 def probs_and_labels(probs, y, owner: str) -> tuple[np.ndarray, np.ndarray]:
@@ -18,13 +18,12 @@ def probs_and_labels(probs, y, owner: str) -> tuple[np.ndarray, np.ndarray]:
             f"entries are negative (row {row}: {p[row].min():.3g}). Rounding errors: "
             "np.clip(p, 0, None), then renormalise; else these are no probabilities."
         )
-    sums = p.sum(axis=1)
-    off = np.abs(sums - 1) > 1e-6
-    if off.any():
-        row = int(np.argmax(off))
+    off = rows_off_one(p.sum(axis=1), 1e-6)
+    if off:
+        count, row, total = off
         raise CalbenchError(
-            f"{owner}: probs must be rows on the probability simplex; {int(off.sum())} rows "
-            f"do not sum to 1 (row {row} sums to {sums[row]:.9g}). Rounded on export: "
+            f"{owner}: probs must be rows on the probability simplex; {count} rows "
+            f"do not sum to 1 (row {row} sums to {total:.9g}). Rounded on export: "
             "p / p.sum(axis=1, keepdims=True)."
         )
     return p, check_labels(y, "y", owner, len(p), p.shape[1])
